@@ -1,0 +1,168 @@
+package broker
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDecideEnv(t *testing.T) {
+	accept := DefaultAcceptEnv
+	tests := []struct {
+		name, env, value string
+		wantAccept       bool
+		wantErr          error
+		check            func(t *testing.T, ids sessionIDs)
+	}{
+		{name: "session id", env: envSessionID, value: "s-1.a_b", wantAccept: true,
+			check: func(t *testing.T, ids sessionIDs) {
+				if ids.session != "s-1.a_b" || ids.sessionInvalid {
+					t.Errorf("ids = %+v", ids)
+				}
+			}},
+		{name: "session id with dotdot", env: envSessionID, value: "a..b", wantErr: errInvalidID,
+			check: func(t *testing.T, ids sessionIDs) {
+				if ids.session != "" || !ids.sessionInvalid {
+					t.Errorf("ids = %+v", ids)
+				}
+			}},
+		{name: "session id with slash", env: envSessionID, value: "../etc", wantErr: errInvalidID},
+		{name: "run id", env: envRunID, value: "run-7", wantAccept: true,
+			check: func(t *testing.T, ids sessionIDs) {
+				if ids.run != "run-7" || ids.runRefused != nil {
+					t.Errorf("ids = %+v", ids)
+				}
+			}},
+		{name: "reserved run id", env: envRunID, value: "_audit",
+			check: func(t *testing.T, ids sessionIDs) {
+				if ids.run != "" || ids.runRefused == nil || !strings.Contains(ids.runRefused.Error(), "reserved") {
+					t.Errorf("ids = %+v", ids)
+				}
+			}},
+		{name: "invalid run id", env: envRunID, value: "x y", wantErr: errInvalidID},
+		{name: "trace id", env: envTraceID, value: "t1", wantAccept: true},
+		{name: "trace id invalid", env: envTraceID, value: "t\n1", wantErr: errInvalidID},
+		{name: "LANG", env: "LANG", value: "C.UTF-8", wantAccept: true},
+		{name: "LC prefix", env: "LC_ALL", value: "C", wantAccept: true},
+		{name: "TZ", env: "TZ", value: "UTC", wantAccept: true},
+		{name: "LD_PRELOAD refused", env: "LD_PRELOAD", value: "/x.so", wantErr: errEnvNotAllow},
+		{name: "PATH refused", env: "PATH", value: "/tmp", wantErr: errEnvNotAllow},
+		{name: "bad name", env: "A=B", value: "x", wantErr: errEnvName},
+		{name: "digit first", env: "1A", value: "x", wantErr: errEnvName},
+		{name: "long name", env: strings.Repeat("A", maxEnvNameLen+1), value: "x", wantErr: errEnvName},
+		{name: "long value", env: "LANG", value: strings.Repeat("x", maxEnvValueLen+1), wantErr: errEnvValue},
+		{name: "control char value", env: "LANG", value: "C\x1b[2J", wantErr: errEnvValue},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ids sessionIDs
+			d := decideEnv(tt.env, tt.value, accept, &ids)
+			if d.accept != tt.wantAccept {
+				t.Errorf("accept = %v, want %v (err %v)", d.accept, tt.wantAccept, d.err)
+			}
+			if tt.wantErr != nil && !errors.Is(d.err, tt.wantErr) {
+				t.Errorf("err = %v, want %v", d.err, tt.wantErr)
+			}
+			if tt.wantAccept && d.err != nil {
+				t.Errorf("accepted with err %v", d.err)
+			}
+			if tt.check != nil {
+				tt.check(t, ids)
+			}
+		})
+	}
+}
+
+func TestDecideEnvValidIDReplacesInvalid(t *testing.T) {
+	var ids sessionIDs
+	decideEnv(envSessionID, "bad id", nil, &ids)
+	decideEnv(envSessionID, "good", nil, &ids)
+	if ids.sessionInvalid || ids.session != "good" {
+		t.Fatalf("ids = %+v, want the later valid id to win", ids)
+	}
+	decideEnv(envRunID, "_proc-acct", nil, &ids)
+	decideEnv(envRunID, "r1", nil, &ids)
+	if ids.runRefused != nil || ids.run != "r1" {
+		t.Fatalf("ids = %+v, want the later valid run id to win", ids)
+	}
+}
+
+func TestMayAcceptEnv(t *testing.T) {
+	list := []string{"LANG", "LC_*", "MY_VAR"}
+	for name, want := range map[string]bool{
+		"LANG": true, "LANGUAGE": false, "LC_": true, "LC_CTYPE": true,
+		"MY_VAR": true, "MY_VAR2": false, "LD_PRELOAD": false,
+	} {
+		if got := mayAcceptEnv(name, list); got != want {
+			t.Errorf("mayAcceptEnv(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestValidEnvPattern(t *testing.T) {
+	for p, want := range map[string]bool{
+		"LANG": true, "LC_*": true, "*": false, "": false, "A*B": false, "1X": false, "X-Y": false,
+	} {
+		if got := ValidEnvPattern(p); got != want {
+			t.Errorf("ValidEnvPattern(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestCheckWindow(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      window
+		zeroDef bool
+		want    window
+		wantErr bool
+	}{
+		{name: "normal", in: window{cols: 80, rows: 24}, want: window{cols: 80, rows: 24}},
+		{name: "zero in pty-req", in: window{}, zeroDef: true, want: window{cols: 80, rows: 24}},
+		{name: "zero in window-change", in: window{}, wantErr: true},
+		{name: "one zero", in: window{cols: 80}, zeroDef: true, wantErr: true},
+		{name: "huge cols", in: window{cols: 99999, rows: 24}, wantErr: true},
+		{name: "max", in: window{cols: maxWindowDim, rows: maxWindowDim}, want: window{cols: maxWindowDim, rows: maxWindowDim}},
+		{name: "huge pixels", in: window{cols: 80, rows: 24, width: 1 << 20}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := checkWindow(tt.in, tt.zeroDef)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if err == nil && got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidTermAndUser(t *testing.T) {
+	for term, want := range map[string]bool{
+		"xterm-256color": true, "vt100": true, "rxvt-unicode+x": true, "": false,
+		"xterm\n": false, "a b": false, strings.Repeat("x", maxTermLen+1): false,
+	} {
+		if got := validTerm(term); got != want {
+			t.Errorf("validTerm(%q) = %v, want %v", term, got, want)
+		}
+	}
+	for name, want := range map[string]bool{
+		"kali": true, "root": true, "svc_1.a-b": true, "": false, "-x": false,
+		"a b": false, "a:b": false, strings.Repeat("u", 33): false,
+	} {
+		if got := ValidUserName(name); got != want {
+			t.Errorf("ValidUserName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestLogSafe(t *testing.T) {
+	if got := logSafe("sess-1"); got != "sess-1" {
+		t.Errorf("logSafe(valid) = %q", got)
+	}
+	secret := "hunter2 \x1b[31m"
+	if got := logSafe(secret); strings.Contains(got, "hunter2") {
+		t.Errorf("logSafe leaked %q", got)
+	}
+}

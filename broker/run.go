@@ -1,0 +1,448 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/recorder"
+)
+
+// After the process exits, output still in the PTY or pipe buffers is read
+// until the kernel reports the end (EIO on a PTY master once no slave is
+// open, EOF on a pipe). A background job that inherited the terminal keeps
+// it open, so the drain also ends after drainIdle without data, and in any
+// case drainMax after exit. Bytes not read by then never crossed the master:
+// they are not lost from the record, they were never output.
+const (
+	drainIdle = 250 * time.Millisecond
+	drainMax  = 2 * time.Second
+)
+
+// exitSSHFailure is the status OpenSSH uses for failures of the SSH layer
+// itself (ssh(1): "exits with 255 if an error occurred"); the client gets it
+// when the launcher lost the process and no real status exists.
+const exitSSHFailure = 255
+
+// copyBufSize is the per-stream buffer; with record-before-forward it is
+// also the most a slow client can make the broker hold per stream.
+const copyBufSize = 32 << 10
+
+// run is a started process with its record. Lifecycle: start publishes it,
+// the copiers move bytes (recording before forwarding), finish waits for
+// the exit, drains output, finalizes the record and closes the channel.
+type run struct {
+	ss   *session
+	log  *slog.Logger // the session's logger with run and session ids
+	rec  *recorder.Session
+	proc launch.Process
+	done chan struct{} // closed when finish is complete
+
+	// master is the PTY master (PTY sessions); stdin is the pipe write end
+	// (sessions without a PTY). Exactly one is set.
+	master *os.File
+	stdin  *os.File
+	// outputs are the ends the copiers read: the master, or stdout+stderr.
+	outputs   []output
+	outputsWG sync.WaitGroup // the output copiers only; see startCopiers
+
+	exited    atomic.Bool
+	delivered atomic.Int64 // output bytes the client's channel accepted
+
+	mu sync.Mutex // protects masterClosed and serializes resize with close
+	// masterClosed is set by finish once the master is closed.
+	masterClosed bool
+}
+
+type output struct {
+	src *os.File
+	dst io.Writer
+}
+
+// start creates the record, opens the PTY or pipes, launches the process and
+// publishes the run. On error everything it opened is closed, and a record
+// that was created is finalized with reason "refused" so no directory is
+// left without a trailer.
+func (ss *session) start(command string) (err error) {
+	if ss.ids.runRefused != nil {
+		return &userError{msg: ss.ids.runRefused.Error()}
+	}
+	rec, log, err := ss.createRecord(command)
+	if err != nil {
+		return err
+	}
+	r := &run{ss: ss, log: log, rec: rec, done: make(chan struct{})}
+	var slaves []*os.File
+	defer func() {
+		if err != nil {
+			closeAll(slaves)
+			closeAll([]*os.File{r.master, r.stdin})
+			for _, o := range r.outputs {
+				o.src.Close()
+			}
+			rec.Close(exitSSHFailure, recorder.Header{Name: "APTL_CLOSE_REASON", Value: reasonRefused})
+		}
+	}()
+	spec := launch.Spec{User: ss.user, Command: command, Env: ss.env}
+	if ss.pty != nil {
+		spec.Term = ss.pty.term
+		slaves, err = r.openPTY(ss.pty)
+		spec.TTY = firstOrNil(slaves)
+	} else {
+		slaves, err = r.openPipes()
+		if err == nil {
+			spec.Stdin, spec.Stdout, spec.Stderr = slaves[0], slaves[1], slaves[2]
+		}
+	}
+	if err != nil {
+		return &userError{msg: "could not allocate a terminal", cause: err}
+	}
+	// Ownership of the slave ends passes to Launch, which closes our copies
+	// whether or not it succeeds.
+	slaves = nil
+	r.proc, err = ss.srv.cfg.Launcher.Launch(ss.ctx, spec)
+	if err != nil {
+		return &userError{msg: "could not start the session process", cause: err}
+	}
+	r.annotateIdentity()
+	ss.run.Store(r)
+	// terminateOnDone may have seen no run yet: if the session already
+	// ended, hang up what we just started.
+	if ss.ctx.Err() != nil {
+		r.proc.Hangup()
+	}
+	r.startCopiers()
+	go r.finish()
+	return nil
+}
+
+// createRecord resolves the session's ids and creates its record. A
+// generated anon id that collides (a restart within the same second) is
+// retried; a client-chosen id that exists is refused: ids are single-use.
+func (ss *session) createRecord(command string) (*recorder.Session, *slog.Logger, error) {
+	ids := ss.ids
+	if ids.run == "" {
+		ids.run = defaultRunID
+	}
+	meta := recorder.Meta{RunID: ids.run, Command: command}
+	if ss.pty != nil {
+		meta.Term, meta.Cols, meta.Rows = ss.pty.term, int(ss.pty.win.cols), int(ss.pty.win.rows)
+	}
+	const maxAnonAttempts = 8
+	for attempt := 0; ; attempt++ {
+		generated := ids.session == ""
+		meta.SessionID = ids.session
+		if generated {
+			meta.SessionID = ss.srv.nextAnonID()
+		}
+		meta.Headers = ss.openHeaders(ids, meta.SessionID)
+		rec, err := recorder.Create(ss.srv.cfg.CaptureRoot, meta)
+		switch {
+		case err == nil:
+			log := ss.log.With("run", ids.run, "session", meta.SessionID)
+			log.Info("session recording", "mode", sessionMode(ss.pty != nil, command), "dir", rec.Dir())
+			return rec, log, nil
+		case errors.Is(err, recorder.ErrSessionExists) && !generated:
+			return nil, nil, &userError{msg: fmt.Sprintf("session id %s was already recorded; session ids are single-use", meta.SessionID), cause: err}
+		case errors.Is(err, recorder.ErrSessionExists) && attempt < maxAnonAttempts:
+			continue
+		default:
+			return nil, nil, &userError{msg: "recording is unavailable; session not started", cause: err}
+		}
+	}
+}
+
+// openHeaders are the provenance lines at the top of the timing file.
+func (ss *session) openHeaders(ids sessionIDs, sessionID string) []recorder.Header {
+	h := []recorder.Header{
+		{Name: "APTL_RUN_ID", Value: ids.run},
+		{Name: "APTL_SESSION_ID", Value: sessionID},
+	}
+	if ids.sessionInvalid {
+		h = append(h, recorder.Header{Name: "APTL_SESSION_ID_SUPPLIED", Value: "invalid"})
+	}
+	if ids.trace != "" {
+		h = append(h, recorder.Header{Name: "APTL_TRACE_ID", Value: ids.trace})
+	}
+	return append(h,
+		recorder.Header{Name: "APTL_LOGIN_USER", Value: ss.user},
+		recorder.Header{Name: "APTL_CLIENT_KEY", Value: ss.keyFP},
+		recorder.Header{Name: "APTL_CLIENT_ADDR", Value: ss.remote},
+		recorder.Header{Name: "APTL_CONN", Value: ss.conn.id},
+		recorder.Header{Name: "APTL_HOST_KEY", Value: gossh.FingerprintSHA256(ss.srv.cfg.HostKey.PublicKey())},
+		recorder.Header{Name: "APTL_ADAPTER", Value: ss.srv.cfg.Launcher.Name()},
+	)
+}
+
+// annotateIdentity records whom the launcher ran the process as. It is only
+// known after the launch (the agent resolves users in the workload).
+func (r *run) annotateIdentity() {
+	id := r.proc.Identity()
+	err := r.rec.Annotate(
+		recorder.Header{Name: "APTL_RUN_AS", Value: id.User},
+		recorder.Header{Name: "APTL_RUN_AS_UID", Value: strconv.Itoa(id.UID)},
+		recorder.Header{Name: "APTL_RUN_AS_NOTE", Value: id.Note},
+	)
+	if err != nil {
+		r.ss.stop(ioCause(err))
+	}
+}
+
+func sessionMode(pty bool, command string) string {
+	switch {
+	case pty && command == "":
+		return "pty-shell"
+	case pty:
+		return "pty-exec"
+	default:
+		return "exec"
+	}
+}
+
+func firstOrNil(fs []*os.File) *os.File {
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[0]
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// startCopiers starts one goroutine per output stream (counted by
+// outputsWG, which finish waits for) and one for input. The input copier is
+// not counted: it blocks in the channel's Read until the client sends or the
+// channel closes, which is after finish, so waiting for it would deadlock.
+func (r *run) startCopiers() {
+	for _, o := range r.outputs {
+		r.outputsWG.Add(1)
+		go r.copyOutput(o)
+	}
+	if r.master != nil {
+		go r.copyInput(r.master, false)
+	} else {
+		go r.copyInput(r.stdin, true)
+	}
+}
+
+// copyOutput records each chunk before forwarding it. A slow client blocks
+// the Write, which stops the reads, which fills the kernel buffer, which
+// blocks the writer in the workload: backpressure, never loss. Once the
+// client is gone the bytes are still recorded, just not delivered.
+func (r *run) copyOutput(o output) {
+	defer r.outputsWG.Done()
+	defer recoverSession(r.log)
+	buf := make([]byte, copyBufSize)
+	deliver := true
+	var exitedAt time.Time
+	for {
+		n, err := o.src.Read(buf)
+		if n > 0 {
+			if rerr := r.rec.Output(buf[:n]); rerr != nil {
+				r.ss.stop(ioCause(rerr))
+				return
+			}
+			if deliver {
+				if _, werr := o.dst.Write(buf[:n]); werr != nil {
+					deliver = false
+				} else {
+					r.delivered.Add(int64(n))
+				}
+			}
+		}
+		if err != nil {
+			// EIO (master without slaves), EOF (pipe), deadline (drain over)
+			// or the file closed: the stream is finished either way.
+			return
+		}
+		if r.exited.Load() {
+			if exitedAt.IsZero() {
+				exitedAt = time.Now()
+			}
+			o.src.SetReadDeadline(minTime(time.Now().Add(drainIdle), exitedAt.Add(drainMax)))
+		}
+	}
+}
+
+// copyInput records the client's bytes before writing them to the master or
+// the stdin pipe. Bytes are recorded even if the write then fails: they
+// were sent, and the record says what the session was offered.
+func (r *run) copyInput(dst *os.File, closeOnEOF bool) {
+	defer recoverSession(r.log)
+	buf := make([]byte, copyBufSize)
+	for {
+		n, err := r.ss.ch.Read(buf)
+		if n > 0 {
+			if rerr := r.rec.Input(buf[:n]); rerr != nil {
+				if !errors.Is(rerr, recorder.ErrClosed) {
+					r.ss.stop(ioCause(rerr))
+				}
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			// Client EOF: a pipe session's stdin ends. A PTY has no half
+			// close; the shell sees input only when the client sends it.
+			if closeOnEOF {
+				dst.Close()
+			}
+			return
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// resize applies a window change to the PTY and records it.
+func (r *run) resize(w window) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.masterClosed {
+		return false, errNotStarted
+	}
+	if err := setWindow(r.master, w); err != nil {
+		return false, err
+	}
+	if err := r.rec.Resize(int(w.rows), int(w.cols)); err != nil {
+		r.ss.stop(ioCause(err))
+		return false, err
+	}
+	return true, nil
+}
+
+func (r *run) signal(name string) (bool, error) {
+	sig, ok := launch.SignalByName(name)
+	if !ok {
+		return false, fmt.Errorf("signal %s: not an RFC 4254 signal name", logSafe(name))
+	}
+	if err := r.proc.Signal(sig); err != nil {
+		return false, fmt.Errorf("signal %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// finish runs once per run. The close order is RFC 4254 §6.10 as clients
+// expect it: remaining output, exit-status (or exit-signal), EOF, close.
+func (r *run) finish() {
+	defer close(r.done)
+	defer recoverSession(r.log)
+	exit, werr := r.proc.Wait()
+	r.exited.Store(true)
+	for _, o := range r.outputs {
+		o.src.SetReadDeadline(time.Now().Add(drainIdle))
+	}
+	r.outputsWG.Wait()
+
+	cause := r.closeCause(werr)
+	code := scriptExitCode(exit, werr)
+	in, out := r.rec.Bytes()
+	if err := r.rec.Close(code, r.closeHeaders(cause, exit)...); err != nil {
+		r.log.Error("record finalize failed", "err", err)
+	}
+	r.closeEnds()
+
+	if cause.reason != reasonClientClosed {
+		if cause.msg != "" {
+			r.ss.refuse(cause.msg)
+		}
+		r.sendExit(exit, werr)
+		r.ss.ch.CloseWrite()
+	}
+	r.ss.ch.Close()
+	r.log.Info("session closed", "reason", cause.reason, "exit_code", code,
+		"bytes_in", in, "bytes_out", out, "bytes_delivered", r.delivered.Load())
+	if cause.err != nil {
+		r.log.Warn("session ended abnormally", "cause", cause.err.Error())
+	}
+}
+
+// closeCause decides the record's close reason: whatever stopped the session
+// first (client, shutdown, I/O error), else a lost launcher, else the shell
+// simply exited.
+func (r *run) closeCause(werr error) *closeCause {
+	var c *closeCause
+	if errors.As(context.Cause(r.ss.ctx), &c) {
+		return c
+	}
+	if r.ss.ctx.Err() != nil {
+		// The connection's context ended without a cause of ours: the
+		// connection died.
+		return errClientClosed
+	}
+	if werr != nil {
+		return &closeCause{reason: reasonLauncherLost, msg: "lost the session process; session recorded and closed", err: werr}
+	}
+	return &closeCause{reason: reasonShellExited}
+}
+
+func (r *run) closeHeaders(cause *closeCause, exit launch.Exit) []recorder.Header {
+	h := []recorder.Header{{Name: "APTL_CLOSE_REASON", Value: cause.reason}}
+	if name := exit.SignalName(); name != "" {
+		h = append(h, recorder.Header{Name: "APTL_EXIT_SIGNAL", Value: name})
+	}
+	return append(h, recorder.Header{Name: "APTL_BYTES_DELIVERED", Value: strconv.FormatInt(r.delivered.Load(), 10)})
+}
+
+// closeEnds closes the master (hanging up anything still on the slave) or
+// the remaining pipe ends.
+func (r *run) closeEnds() {
+	r.mu.Lock()
+	r.masterClosed = true
+	r.mu.Unlock()
+	closeAll([]*os.File{r.master, r.stdin})
+	for _, o := range r.outputs {
+		if o.src != r.master {
+			o.src.Close()
+		}
+	}
+}
+
+func (r *run) sendExit(exit launch.Exit, werr error) {
+	if werr == nil && exit.Signal != 0 {
+		if name := exit.SignalName(); name != "" {
+			r.ss.ch.SendRequest("exit-signal", false, gossh.Marshal(exitSignalMsg{Signal: name, CoreDumped: exit.CoreDumped}))
+			return
+		}
+	}
+	r.ss.ch.SendRequest("exit-status", false, gossh.Marshal(exitStatusMsg{Status: uint32(scriptExitCode(exit, werr))}))
+}
+
+// scriptExitCode is the status script(1) writes in its trailer: the exit
+// code, or 128+signal as a shell reports a killed child.
+func scriptExitCode(exit launch.Exit, werr error) int {
+	switch {
+	case werr != nil:
+		return exitSSHFailure
+	case exit.Signal != 0:
+		return 128 + int(exit.Signal)
+	default:
+		return exit.Code
+	}
+}
+
+func ioCause(err error) *closeCause {
+	return &closeCause{reason: reasonIOError, msg: "recording failed; session closed", err: err}
+}

@@ -1,0 +1,317 @@
+// Package broker is the SSH server of aptl-kali-capture: it authenticates
+// clients, serves session channels on a PTY whose master it keeps, and hands
+// each session to a recorder and a launch adapter.
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gliderssh "github.com/gliderlabs/ssh"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/launch"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = gliderssh.ErrServerClosed
+
+// Limits bound what one client, and all clients together, can make the
+// server hold. Every field must be positive.
+type Limits struct {
+	MaxAuthTries       int           // authentication attempts per connection
+	LoginGrace         time.Duration // time from TCP accept to completed authentication
+	MaxConns           int           // open connections, authenticated or not
+	MaxSessions        int           // session channels, all connections together
+	MaxSessionsPerConn int           // session channels on one connection
+	MaxEnvRequests     int           // env requests on one session channel
+}
+
+// DefaultLimits are sized for one lab: a handful of tool servers, each
+// pooling a few sessions on a connection.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxAuthTries:       6,
+		LoginGrace:         30 * time.Second,
+		MaxConns:           64,
+		MaxSessions:        64,
+		MaxSessionsPerConn: 16,
+		MaxEnvRequests:     64,
+	}
+}
+
+// Config is everything the server needs; cmd/aptl-kali-capture builds it
+// from flags and the environment.
+type Config struct {
+	HostKey        gossh.Signer
+	AuthorizedKeys *AuthorizedKeys
+	Users          []string // login names allowed to authenticate
+	Launcher       launch.Launcher
+	CaptureRoot    string
+	AcceptEnv      []string // env names (or PREFIX*) passed through besides the APTL_* ids
+	Limits         Limits
+	Logger         *slog.Logger
+}
+
+func (c *Config) check() error {
+	switch {
+	case c.HostKey == nil:
+		return errors.New("broker: no host key")
+	case c.AuthorizedKeys == nil || c.AuthorizedKeys.Len() == 0:
+		return errors.New("broker: no authorized keys")
+	case len(c.Users) == 0:
+		return errors.New("broker: no allowed users")
+	case c.Launcher == nil:
+		return errors.New("broker: no launch adapter")
+	case c.CaptureRoot == "":
+		return errors.New("broker: no capture root")
+	}
+	l := c.Limits
+	if l.MaxAuthTries <= 0 || l.LoginGrace <= 0 || l.MaxConns <= 0 || l.MaxSessions <= 0 ||
+		l.MaxSessionsPerConn <= 0 || l.MaxEnvRequests <= 0 {
+		return fmt.Errorf("broker: every limit must be positive: %+v", l)
+	}
+	return nil
+}
+
+// Server is the SSH broker. Lifecycle: New, Serve (once per listener), then
+// Shutdown or Close.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	ssh     *gliderssh.Server
+	anonSeq atomic.Uint64
+
+	mu sync.Mutex // protects the following
+	// closing is set once by Shutdown/Close; no session starts after it.
+	closing  bool
+	conns    int
+	sessions map[*session]struct{}
+	// sessionsWG counts sessions from admission until their record is final.
+	sessionsWG sync.WaitGroup
+}
+
+// New checks cfg and builds a server that has not started listening.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	srv := &Server{cfg: cfg, log: cfg.Logger, sessions: make(map[*session]struct{})}
+	srv.ssh = &gliderssh.Server{
+		Version:              "aptl-kali-capture",
+		HostSigners:          []gliderssh.Signer{cfg.HostKey},
+		PublicKeyHandler:     srv.mayAuthenticate,
+		ConnCallback:         srv.onConn,
+		ServerConfigCallback: srv.sshConfig,
+		// Our own "session" handler replaces gliderlabs' (see session.go);
+		// no other channel type is served, so direct-tcpip, forwarded-tcpip
+		// and x11 channels are rejected as unknown types.
+		ChannelHandlers: map[string]gliderssh.ChannelHandler{"session": srv.handleSession},
+		RequestHandlers: map[string]gliderssh.RequestHandler{
+			"keepalive@openssh.com": answerKeepalive,
+		},
+		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{},
+	}
+	return srv, nil
+}
+
+// Serve accepts connections on ln until Shutdown or Close.
+func (srv *Server) Serve(ln net.Listener) error {
+	return srv.ssh.Serve(ln)
+}
+
+// Shutdown stops new sessions, ends every open session with close reason
+// "sidecar-shutdown" (its record finalized), then closes the listeners and
+// connections. It returns ctx's error if sessions did not finish in time.
+func (srv *Server) Shutdown(ctx context.Context) error {
+	srv.mu.Lock()
+	srv.closing = true
+	open := make([]*session, 0, len(srv.sessions))
+	for ss := range srv.sessions {
+		open = append(open, ss)
+	}
+	srv.mu.Unlock()
+
+	for _, ss := range open {
+		ss.stop(errShutdown)
+	}
+	done := make(chan struct{})
+	go func() {
+		srv.sessionsWG.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if cerr := srv.ssh.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close closes listeners and connections at once. Open sessions see their
+// clients vanish and finalize with close reason "client-closed".
+func (srv *Server) Close() error {
+	srv.mu.Lock()
+	srv.closing = true
+	srv.mu.Unlock()
+	return srv.ssh.Close()
+}
+
+// ActiveSessions reports the number of sessions admitted and not yet final.
+func (srv *Server) ActiveSessions() int {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return len(srv.sessions)
+}
+
+// connState is per connection; it lives in the gliderlabs context from
+// ConnCallback on and is read-only except for the atomic counter.
+type connState struct {
+	id       string
+	log      *slog.Logger
+	sessions atomic.Int32
+}
+
+type connStateKey struct{}
+
+func connStateOf(ctx gliderssh.Context) *connState {
+	cs, _ := ctx.Value(connStateKey{}).(*connState)
+	return cs
+}
+
+// onConn admits a TCP connection, bounds it by MaxConns, and enforces the
+// login grace time. gliderlabs/ssh resets the socket deadline on every read,
+// so the grace time is a timer that closes the connection unless the
+// handshake (which ends with authentication) has completed by then.
+func (srv *Server) onConn(ctx gliderssh.Context, conn net.Conn) net.Conn {
+	srv.mu.Lock()
+	if srv.closing || srv.conns >= srv.cfg.Limits.MaxConns {
+		srv.mu.Unlock()
+		srv.log.Warn("connection refused", "remote", conn.RemoteAddr().String(), "reason", "connection limit or shutdown")
+		conn.Close()
+		return nil
+	}
+	srv.conns++
+	srv.mu.Unlock()
+
+	cs := &connState{id: newConnID()}
+	cs.log = srv.log.With("conn", cs.id)
+	ctx.SetValue(connStateKey{}, cs)
+	cs.log.Info("connection opened", "remote", conn.RemoteAddr().String())
+
+	grace := time.AfterFunc(srv.cfg.Limits.LoginGrace, func() {
+		if ctx.Value(gliderssh.ContextKeyConn) == nil {
+			cs.log.Warn("login grace time exceeded; closing connection")
+			conn.Close()
+		}
+	})
+	return &trackedConn{Conn: conn, onClose: func() {
+		grace.Stop()
+		srv.mu.Lock()
+		srv.conns--
+		srv.mu.Unlock()
+		cs.log.Info("connection closed")
+	}}
+}
+
+// trackedConn runs onClose once, on the first Close.
+type trackedConn struct {
+	net.Conn
+	once    sync.Once
+	onClose func()
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.onClose)
+	return err
+}
+
+// sshConfig adds what gliderlabs/ssh does not expose: the auth attempt bound,
+// an auth log, and the verified-key hook.
+func (srv *Server) sshConfig(ctx gliderssh.Context) *gossh.ServerConfig {
+	cs := connStateOf(ctx)
+	return &gossh.ServerConfig{
+		MaxAuthTries: srv.cfg.Limits.MaxAuthTries,
+		AuthLogCallback: func(md gossh.ConnMetadata, method string, err error) {
+			if err != nil && method != "none" {
+				cs.log.Info("authentication failed", "user", logSafe(md.User()), "method", method)
+			}
+		},
+		// PublicKeyCallback (gliderlabs' mayAuthenticate) also runs for keys
+		// the client only offers; this one runs once the client has proved
+		// it holds the key, so only here is the fingerprint the identity.
+		VerifiedPublicKeyCallback: func(md gossh.ConnMetadata, key gossh.PublicKey, _ *gossh.Permissions, _ string) (*gossh.Permissions, error) {
+			fp := gossh.FingerprintSHA256(key)
+			cs.log.Info("authenticated", "user", logSafe(md.User()), "key", fp)
+			return &gossh.Permissions{Extensions: map[string]string{permKeyFingerprint: fp}}, nil
+		},
+	}
+}
+
+const permKeyFingerprint = "aptl-key-fp"
+
+// mayAuthenticate is the public key policy: an allowed login name and a key
+// from the authorized_keys file.
+func (srv *Server) mayAuthenticate(ctx gliderssh.Context, key gliderssh.PublicKey) bool {
+	return slices.Contains(srv.cfg.Users, ctx.User()) && srv.cfg.AuthorizedKeys.Contains(key)
+}
+
+// answerKeepalive replies to OpenSSH and node ssh2 keepalives. Either reply
+// proves liveness to those clients; success says we understood.
+func answerKeepalive(gliderssh.Context, *gliderssh.Server, *gossh.Request) (bool, []byte) {
+	return true, nil
+}
+
+// admit registers a new session channel unless a limit or shutdown forbids it.
+func (srv *Server) admit(ss *session) error {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	switch {
+	case srv.closing:
+		return errShutdown
+	case len(srv.sessions) >= srv.cfg.Limits.MaxSessions:
+		return fmt.Errorf("server session limit (%d) reached", srv.cfg.Limits.MaxSessions)
+	case int(ss.conn.sessions.Load()) >= srv.cfg.Limits.MaxSessionsPerConn:
+		return fmt.Errorf("per-connection session limit (%d) reached", srv.cfg.Limits.MaxSessionsPerConn)
+	}
+	ss.conn.sessions.Add(1)
+	srv.sessions[ss] = struct{}{}
+	srv.sessionsWG.Add(1)
+	return nil
+}
+
+func (srv *Server) release(ss *session) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	ss.conn.sessions.Add(-1)
+	delete(srv.sessions, ss)
+	srv.sessionsWG.Done()
+}
+
+// nextAnonID returns a fresh generated session id (DESIGN §3.2).
+func (srv *Server) nextAnonID() string {
+	return fmt.Sprintf("anon-%d-%d", time.Now().Unix(), srv.anonSeq.Add(1))
+}
+
+func newConnID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "c-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,289 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+
+	gliderssh "github.com/gliderlabs/ssh"
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// Upstream gliderlabs/ssh's session handler rewrites "\n" to "\r\n" in
+// Session.Write on PTY sessions and drops the pty-req terminal modes, so the
+// client would receive different bytes than the recorder saw at the master.
+// The broker therefore serves the "session" channel type itself on the raw
+// x/crypto/ssh channel (DESIGN §3.1); gliderlabs still runs the server, host
+// keys, authentication and connection lifecycle.
+
+// session is one "session" channel. Lifecycle: handleSession admits and
+// accepts it, serveRequests collects pty-req and env until shell or exec
+// starts a run (run.go), and the run's finish finalizes the record and
+// closes the channel.
+type session struct {
+	srv  *Server
+	conn *connState
+	ch   gossh.Channel
+	log  *slog.Logger // per connection; a run logs with its ids (run.log)
+
+	user, keyFP, remote string
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc // cause: a *closeCause, read by finish
+
+	// Owned by the request loop; read-only once run is published.
+	ids         sessionIDs
+	pty         *ptyRequest
+	env         []string
+	envRequests int
+
+	// run is published by start; nil until the shell or exec started.
+	run atomic.Pointer[run]
+}
+
+func (srv *Server) handleSession(_ *gliderssh.Server, conn *gossh.ServerConn, newChan gossh.NewChannel, ctx gliderssh.Context) {
+	cs := connStateOf(ctx)
+	ss := &session{
+		srv:    srv,
+		conn:   cs,
+		log:    cs.log,
+		user:   conn.User(),
+		remote: conn.RemoteAddr().String(),
+	}
+	if conn.Permissions != nil {
+		ss.keyFP = conn.Permissions.Extensions[permKeyFingerprint]
+	}
+	// The context exists before admit publishes ss, so Shutdown can stop it.
+	ss.ctx, ss.cancel = context.WithCancelCause(ctx)
+	defer ss.cancel(errClientClosed)
+	if err := srv.admit(ss); err != nil {
+		cs.log.Warn("session refused", "reason", err.Error())
+		newChan.Reject(gossh.ResourceShortage, "aptl-kali-capture: "+err.Error())
+		return
+	}
+	defer srv.release(ss)
+
+	ch, reqs, err := newChan.Accept()
+	if err != nil {
+		cs.log.Warn("session accept failed", "err", err)
+		return
+	}
+	ss.ch = ch
+	go ss.terminateOnDone()
+
+	ss.serveRequests(reqs)
+	// The request stream ends when the client closes the channel or the
+	// connection dies, or after finish closed it. In the first two cases the
+	// shell is hung up and the record says the client closed.
+	ss.cancel(errClientClosed)
+	if r := ss.run.Load(); r != nil {
+		<-r.done
+	}
+}
+
+// stop ends the session with cause; the first cause wins.
+func (ss *session) stop(cause *closeCause) { ss.cancel(cause) }
+
+// terminateOnDone is the one owner of termination: when the session's
+// context ends, it hangs up the running process (whose exit then finalizes
+// the record) or, before any process started, closes the channel.
+func (ss *session) terminateOnDone() {
+	defer recoverSession(ss.log)
+	<-ss.ctx.Done()
+	if r := ss.run.Load(); r != nil {
+		r.proc.Hangup()
+		return
+	}
+	ss.ch.Close()
+}
+
+func (ss *session) serveRequests(reqs <-chan *gossh.Request) {
+	for req := range reqs {
+		ok, err := ss.handleRequest(req)
+		if err != nil {
+			ss.log.Info("request refused", "type", logSafe(req.Type), "reason", err.Error())
+		}
+		req.Reply(ok, nil)
+		// A refused shell or exec ends the session after the reply, so the
+		// client reports the failed request and shows the stderr line.
+		if errors.Is(err, errStartRefused) {
+			ss.stop(errRefused)
+		}
+	}
+}
+
+var (
+	errAlreadyStarted = errors.New("session already started")
+	errNotStarted     = errors.New("session not started")
+	errNoPTY          = errors.New("session has no pty")
+	errRefusedType    = errors.New("request type not supported")
+	errStartRefused   = errors.New("session refused")
+)
+
+func (ss *session) handleRequest(req *gossh.Request) (bool, error) {
+	running := ss.run.Load()
+	switch req.Type {
+	case "pty-req":
+		if running != nil || ss.pty != nil {
+			return false, errAlreadyStarted
+		}
+		p, err := parsePtyReq(req.Payload)
+		if err != nil {
+			return false, err
+		}
+		ss.pty = &p
+		return true, nil
+	case "env":
+		return ss.handleEnv(req.Payload, running != nil)
+	case "shell", "exec":
+		return ss.handleStart(req)
+	case "window-change":
+		return ss.handleWindowChange(req.Payload, running)
+	case "signal":
+		return ss.handleSignal(req.Payload, running)
+	case "subsystem":
+		name, _ := parseNamed(req.Type, req.Payload)
+		return false, fmt.Errorf("subsystem %s: %w", logSafe(name), errRefusedType)
+	default:
+		// x11-req, auth-agent-req@openssh.com, and anything unknown.
+		return false, errRefusedType
+	}
+}
+
+func (ss *session) handleEnv(payload []byte, running bool) (bool, error) {
+	if running {
+		return false, errAlreadyStarted
+	}
+	ss.envRequests++
+	if ss.envRequests > ss.srv.cfg.Limits.MaxEnvRequests {
+		return false, fmt.Errorf("more than %d env requests", ss.srv.cfg.Limits.MaxEnvRequests)
+	}
+	name, value, err := parseEnv(payload)
+	if err != nil {
+		return false, err
+	}
+	d := decideEnv(name, value, ss.srv.cfg.AcceptEnv, &ss.ids)
+	if d.err != nil {
+		return false, fmt.Errorf("env %s: %w", logSafe(d.name), d.err)
+	}
+	ss.env = append(ss.env, name+"="+value)
+	return true, nil
+}
+
+func (ss *session) handleStart(req *gossh.Request) (bool, error) {
+	if ss.run.Load() != nil {
+		return false, errAlreadyStarted
+	}
+	var command string
+	if req.Type == "exec" {
+		c, err := parseExec(req.Payload)
+		if err != nil {
+			ss.refuse(err.Error())
+			return false, fmt.Errorf("%w: %w", errStartRefused, err)
+		}
+		command = c
+	}
+	if err := ss.start(command); err != nil {
+		var ue *userError
+		if errors.As(err, &ue) {
+			ss.refuse(ue.msg)
+		} else {
+			ss.refuse("could not start the session")
+		}
+		return false, fmt.Errorf("%w: %w", errStartRefused, err)
+	}
+	return true, nil
+}
+
+func (ss *session) handleWindowChange(payload []byte, r *run) (bool, error) {
+	w, err := parseWindowChange(payload)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case ss.pty == nil:
+		return false, errNoPTY
+	case r == nil:
+		ss.pty.win = w
+		return true, nil
+	}
+	return r.resize(w)
+}
+
+func (ss *session) handleSignal(payload []byte, r *run) (bool, error) {
+	name, err := parseNamed("signal", payload)
+	if err != nil {
+		return false, err
+	}
+	if r == nil {
+		return false, errNotStarted
+	}
+	return r.signal(name)
+}
+
+// refuse tells the client why its session cannot run, on stderr. The text
+// is ours (never an echo of client input beyond validated ids).
+func (ss *session) refuse(msg string) {
+	line := "aptl-kali-capture: " + msg + "\n"
+	if ss.pty != nil {
+		line = "aptl-kali-capture: " + msg + "\r\n"
+	}
+	ss.ch.Stderr().Write([]byte(line))
+}
+
+// closeCause is why a session ended, carried as a context cause. reason is
+// the record's vocabulary (DESIGN §3.4); msg, when set, is shown to the client.
+type closeCause struct {
+	reason string
+	msg    string
+	err    error // internal detail for the log; never sent to the client
+}
+
+func (c *closeCause) Error() string {
+	if c.err != nil {
+		return c.reason + ": " + c.err.Error()
+	}
+	return c.reason
+}
+
+// Close reasons written into the record.
+const (
+	reasonShellExited  = "shell-exited"
+	reasonClientClosed = "client-closed"
+	reasonLauncherLost = "launcher-lost"
+	reasonShutdown     = "sidecar-shutdown"
+	reasonIOError      = "io-error"
+	reasonRefused      = "refused"
+)
+
+var (
+	errClientClosed = &closeCause{reason: reasonClientClosed}
+	errShutdown     = &closeCause{reason: reasonShutdown, msg: "server shutting down; session recorded and closed"}
+	errRefused      = &closeCause{reason: reasonRefused}
+)
+
+// userError is a start failure whose msg may be shown to the client.
+type userError struct {
+	msg   string
+	cause error
+}
+
+func (e *userError) Error() string {
+	if e.cause != nil {
+		return e.msg + ": " + e.cause.Error()
+	}
+	return e.msg
+}
+
+func (e *userError) Unwrap() error { return e.cause }
+
+// recoverSession keeps a panic in one session's goroutine from taking the
+// whole server (and every other session's recording) down.
+func recoverSession(log *slog.Logger) {
+	if p := recover(); p != nil {
+		log.Error("session goroutine panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	}
+}

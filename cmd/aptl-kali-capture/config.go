@@ -1,0 +1,245 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aptl/aptl-kali-capture/broker"
+)
+
+// Every setting is a flag with an APTL_CAPTURE_* environment equivalent
+// (DESIGN §3.7). The environment supplies the default, the flag overrides
+// it, and every value is checked before the server starts, with an error
+// that names both spellings of the setting.
+
+// envFlags binds flags to environment variables on one FlagSet and collects
+// the errors of environment values that do not parse.
+type envFlags struct {
+	fs   *flag.FlagSet
+	errs []error
+	// envOf maps a flag name to its environment variable, for messages.
+	envOf map[string]string
+}
+
+func newEnvFlags(name string) *envFlags {
+	return &envFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError), envOf: map[string]string{}}
+}
+
+func (e *envFlags) lookup(name, env string) (string, bool) {
+	e.envOf[name] = env
+	return os.LookupEnv(env)
+}
+
+func (e *envFlags) usage(env, text string) string { return text + " (env " + env + ")" }
+
+func (e *envFlags) String(p *string, name, env, def, text string) {
+	if v, ok := e.lookup(name, env); ok {
+		def = v
+	}
+	e.fs.StringVar(p, name, def, e.usage(env, text))
+}
+
+func (e *envFlags) Int(p *int, name, env string, def int, text string) {
+	if v, ok := e.lookup(name, env); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s: %q is not a whole number", env, v))
+		} else {
+			def = n
+		}
+	}
+	e.fs.IntVar(p, name, def, e.usage(env, text))
+}
+
+func (e *envFlags) Duration(p *time.Duration, name, env string, def time.Duration, text string) {
+	if v, ok := e.lookup(name, env); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s: %q is not a duration like 30s", env, v))
+		} else {
+			def = d
+		}
+	}
+	e.fs.DurationVar(p, name, def, e.usage(env, text))
+}
+
+// parse parses args and returns the first environment or flag error.
+func (e *envFlags) parse(args []string) error {
+	if err := e.fs.Parse(args); err != nil {
+		return err
+	}
+	if len(e.errs) > 0 {
+		return errors.Join(e.errs...)
+	}
+	if e.fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", e.fs.Arg(0))
+	}
+	return nil
+}
+
+// settingError names the flag and its environment variable.
+func (e *envFlags) settingError(name string, format string, args ...any) error {
+	return fmt.Errorf("--%s / %s: %s", name, e.envOf[name], fmt.Sprintf(format, args...))
+}
+
+// serveConfig is the checked configuration of the serve subcommand.
+type serveConfig struct {
+	listen         string
+	root           string
+	stateDir       string
+	authorizedKeys string // "" means the newcomer default under stateDir
+	users          []string
+	launch         string
+	acceptEnv      []string
+	logFormat      string
+	shutdownGrace  time.Duration
+	limits         broker.Limits
+}
+
+// Defaults for a newcomer on a development machine: loopback only, and
+// everything the server writes under ./aptl-dev. Containers set
+// APTL_CAPTURE_ROOT and APTL_CAPTURE_STATE_DIR to their volumes.
+const (
+	defaultListen   = "127.0.0.1:2222"
+	defaultRoot     = "aptl-dev/captures"
+	defaultStateDir = "aptl-dev/state"
+)
+
+func parseServeConfig(args []string) (*serveConfig, error) {
+	c := &serveConfig{}
+	lim := broker.DefaultLimits()
+	e := newEnvFlags("serve")
+	var users, acceptEnv string
+	e.String(&c.listen, "listen", "APTL_CAPTURE_LISTEN", defaultListen, "host:port of the SSH server")
+	e.String(&c.root, "root", "APTL_CAPTURE_ROOT", defaultRoot, "capture root: <root>/<run>/<session>/pty/...")
+	e.String(&c.stateDir, "state-dir", "APTL_CAPTURE_STATE_DIR", defaultStateDir, "private state: host key, and the newcomer client key")
+	e.String(&c.authorizedKeys, "authorized-keys", "APTL_CAPTURE_AUTHORIZED_KEYS", "", "OpenSSH authorized_keys file (default: <state-dir>/authorized_keys, created with a new client key if absent)")
+	e.String(&users, "users", "APTL_CAPTURE_USERS", currentUserName(), "comma-separated SSH login names allowed")
+	e.String(&c.launch, "launch", "APTL_CAPTURE_LAUNCH", "local", "launch adapter: local")
+	e.String(&acceptEnv, "accept-env", "APTL_CAPTURE_ACCEPT_ENV", strings.Join(broker.DefaultAcceptEnv, ","), "env names (or PREFIX*) passed to the session besides APTL_SESSION_ID, APTL_RUN_ID, APTL_TRACE_ID")
+	e.String(&c.logFormat, "log-format", "APTL_CAPTURE_LOG_FORMAT", "text", "log format: text or json")
+	e.Duration(&c.shutdownGrace, "shutdown-grace", "APTL_CAPTURE_SHUTDOWN_GRACE", 10*time.Second, "time SIGTERM allows sessions to finalize")
+	e.Int(&lim.MaxAuthTries, "max-auth-tries", "APTL_CAPTURE_MAX_AUTH_TRIES", lim.MaxAuthTries, "authentication attempts per connection")
+	e.Duration(&lim.LoginGrace, "login-grace", "APTL_CAPTURE_LOGIN_GRACE", lim.LoginGrace, "time allowed from connect to authenticated")
+	e.Int(&lim.MaxConns, "max-conns", "APTL_CAPTURE_MAX_CONNS", lim.MaxConns, "open connections")
+	e.Int(&lim.MaxSessions, "max-sessions", "APTL_CAPTURE_MAX_SESSIONS", lim.MaxSessions, "open sessions, all connections")
+	e.Int(&lim.MaxSessionsPerConn, "max-sessions-per-conn", "APTL_CAPTURE_MAX_SESSIONS_PER_CONN", lim.MaxSessionsPerConn, "open sessions on one connection")
+	e.Int(&lim.MaxEnvRequests, "max-env", "APTL_CAPTURE_MAX_ENV_REQUESTS", lim.MaxEnvRequests, "env requests per session")
+	if err := e.parse(args); err != nil {
+		return nil, err
+	}
+	c.users = splitList(users)
+	c.acceptEnv = splitList(acceptEnv)
+	c.limits = lim
+	return c, c.check(e)
+}
+
+func (c *serveConfig) check(e *envFlags) error {
+	if err := checkListen(c.listen); err != nil {
+		return e.settingError("listen", "%v", err)
+	}
+	if c.root == "" {
+		return e.settingError("root", "must not be empty")
+	}
+	if c.stateDir == "" {
+		return e.settingError("state-dir", "must not be empty")
+	}
+	if len(c.users) == 0 {
+		return e.settingError("users", "name at least one login user")
+	}
+	for _, u := range c.users {
+		if !broker.ValidUserName(u) {
+			return e.settingError("users", "%q is not a valid login name", u)
+		}
+	}
+	if c.launch != "local" {
+		return e.settingError("launch", "unknown adapter %q (this build has: local)", c.launch)
+	}
+	for _, p := range c.acceptEnv {
+		if !broker.ValidEnvPattern(p) {
+			return e.settingError("accept-env", "%q is not an environment name or NAME* prefix", p)
+		}
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return e.settingError("log-format", "%q is neither text nor json", c.logFormat)
+	}
+	if c.shutdownGrace <= 0 {
+		return e.settingError("shutdown-grace", "must be positive")
+	}
+	return checkLimits(e, c.limits)
+}
+
+func checkLimits(e *envFlags, l broker.Limits) error {
+	for _, v := range []struct {
+		name string
+		ok   bool
+	}{
+		{"max-auth-tries", l.MaxAuthTries > 0 && l.MaxAuthTries <= 100},
+		{"login-grace", l.LoginGrace > 0 && l.LoginGrace <= 10*time.Minute},
+		{"max-conns", l.MaxConns > 0 && l.MaxConns <= 10000},
+		{"max-sessions", l.MaxSessions > 0 && l.MaxSessions <= 10000},
+		{"max-sessions-per-conn", l.MaxSessionsPerConn > 0 && l.MaxSessionsPerConn <= 1000},
+		{"max-env", l.MaxEnvRequests > 0 && l.MaxEnvRequests <= 1000},
+	} {
+		if !v.ok {
+			return e.settingError(v.name, "out of range")
+		}
+	}
+	return nil
+}
+
+func checkListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if host != "" && net.ParseIP(host) == nil && !validHostName(host) {
+		return fmt.Errorf("%q is not an IP address or host name", host)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// validHostName reports whether h is a DNS name (RFC 1123 labels).
+func validHostName(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range []byte(label) {
+			if !(c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func currentUserName() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
+}

@@ -1,0 +1,60 @@
+// Command aptl-kali-capture is the capture sidecar of an APTL lab: an SSH
+// server that owns the PTY master of every session and records it.
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+)
+
+// Exit codes of the command itself.
+const (
+	exitOK = 0
+	// exitFailure is a run that started and failed.
+	exitFailure = 1
+	// exitUsage follows the BSD sysexits(3) convention flag packages use.
+	exitUsage = 2
+)
+
+type command struct {
+	summary string
+	run     func(args []string) int
+}
+
+var commands = map[string]command{}
+
+// register adds a subcommand; a duplicate name is a programming error.
+func register(name string, c command) {
+	if _, dup := commands[name]; dup {
+		panic("aptl-kali-capture: duplicate subcommand " + name)
+	}
+	commands[name] = c
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(exitUsage)
+	}
+	c, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "aptl-kali-capture: unknown subcommand %q\n", os.Args[1])
+		usage()
+		os.Exit(exitUsage)
+	}
+	os.Exit(c.run(os.Args[2:]))
+}
+
+func usage() {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(os.Stderr, "usage: aptl-kali-capture <subcommand> [flags]")
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(os.Stderr, "Run 'aptl-kali-capture <subcommand> -h' for its flags and environment variables.")
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/launch"
+)
+
+func init() {
+	register("serve", command{summary: "run the SSH server and record every session", run: runServe})
+}
+
+// Names of the newcomer's files in the state directory.
+const (
+	clientKeyFile      = "client_ed25519"
+	authorizedKeysFile = "authorized_keys"
+	knownHostsFile     = "known_hosts"
+)
+
+func runServe(args []string) int {
+	cfg, err := parseServeConfig(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aptl-kali-capture serve: %v\n", err)
+		return exitUsage
+	}
+	log := newLogger(cfg.logFormat, os.Stderr)
+	if err := serve(cfg, log, os.Stdout); err != nil {
+		log.Error("serve failed", "err", err.Error())
+		return exitFailure
+	}
+	return exitOK
+}
+
+func newLogger(format string, w io.Writer) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
+	hostKey, err := broker.LoadOrCreateKey(filepath.Join(cfg.stateDir, broker.HostKeyFile), "aptl-kali-capture host key")
+	if err != nil {
+		return fmt.Errorf("host key: %w", err)
+	}
+	akPath, clientKey, err := authorizedKeysPath(cfg)
+	if err != nil {
+		return err
+	}
+	ak, err := broker.LoadAuthorizedKeys(akPath)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.root, 0o700); err != nil {
+		return fmt.Errorf("capture root: %w", err)
+	}
+	srv, err := broker.New(broker.Config{
+		HostKey:        hostKey,
+		AuthorizedKeys: ak,
+		Users:          cfg.users,
+		Launcher:       launch.NewLocal(),
+		CaptureRoot:    cfg.root,
+		AcceptEnv:      cfg.acceptEnv,
+		Limits:         cfg.limits,
+		Logger:         log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "adapter", cfg.launch, "root", cfg.root,
+		"host_key", gossh.FingerprintSHA256(hostKey.PublicKey()))
+	if clientKey != "" {
+		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey); err != nil {
+			return err
+		}
+	}
+	return serveUntilSignal(srv, ln, cfg, log)
+}
+
+// serveUntilSignal serves until SIGTERM or SIGINT, then shuts down so that
+// every open session's record is finalized ("sidecar-shutdown").
+func serveUntilSignal(srv *broker.Server, ln net.Listener, cfg *serveConfig, log *slog.Logger) error {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String(), "open_sessions", srv.ActiveSessions())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, broker.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// authorizedKeysPath returns the authorized_keys file to load. When none is
+// configured, it is <state>/authorized_keys, created on first start with a
+// newly generated client key so that a newcomer can log in at once; the
+// client key's path is then returned too.
+func authorizedKeysPath(cfg *serveConfig) (path, clientKey string, err error) {
+	if cfg.authorizedKeys != "" {
+		return cfg.authorizedKeys, "", nil
+	}
+	path = filepath.Join(cfg.stateDir, authorizedKeysFile)
+	clientKey = filepath.Join(cfg.stateDir, clientKeyFile)
+	if _, err := os.Stat(path); err == nil {
+		if _, err := os.Stat(clientKey); err != nil {
+			clientKey = "" // an operator's own file: no newcomer help
+		}
+		return path, clientKey, nil
+	}
+	signer, err := broker.LoadOrCreateKey(clientKey, "aptl-kali-capture newcomer client key")
+	if err != nil {
+		return "", "", fmt.Errorf("client key: %w", err)
+	}
+	line := gossh.MarshalAuthorizedKey(signer.PublicKey())
+	if err := os.WriteFile(path, line, 0o600); err != nil {
+		return "", "", fmt.Errorf("authorized keys: %w", err)
+	}
+	return path, clientKey, nil
+}
+
+// printNewcomerHelp writes a known_hosts file for the listening address and
+// prints the exact ssh command that logs in with the newcomer key.
+func printNewcomerHelp(out io.Writer, cfg *serveConfig, addr net.Addr, hostKey gossh.PublicKey, clientKey string) error {
+	tcp, _ := addr.(*net.TCPAddr)
+	host := "127.0.0.1"
+	if tcp != nil && !tcp.IP.IsUnspecified() {
+		host = tcp.IP.String()
+	}
+	port := 22
+	if tcp != nil {
+		port = tcp.Port
+	}
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	kh := filepath.Join(cfg.stateDir, knownHostsFile)
+	hostPattern := host
+	if port != 22 {
+		hostPattern = fmt.Sprintf("[%s]:%d", host, port)
+	}
+	line := hostPattern + " " + strings.TrimSpace(string(gossh.MarshalAuthorizedKey(hostKey))) + "\n"
+	if err := os.WriteFile(kh, []byte(line), 0o644); err != nil {
+		return fmt.Errorf("known_hosts: %w", err)
+	}
+	fmt.Fprintf(out, "aptl-kali-capture is recording sessions under %s\n", abs(cfg.root))
+	fmt.Fprintf(out, "Connect with stock OpenSSH:\n\n  ssh -p %d -i %s -o IdentitiesOnly=yes -o UserKnownHostsFile=%s %s@%s\n\n",
+		port, abs(clientKey), abs(kh), cfg.users[0], host)
+	return nil
+}

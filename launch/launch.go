@@ -1,0 +1,117 @@
+// Package launch starts session processes on the slave end of a sidecar-owned PTY (or pipes).
+//
+// The broker allocates the PTY pair (or three pipes for exec without a PTY), keeps
+// the master, and hands only the slave end(s) to a Launcher. The seam carries no
+// PIDs or socket details, so an adapter that starts the shell in another
+// container (DESIGN.md §3.5, "agent") can implement it without broker changes.
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// hangupGrace is how long Hangup waits after SIGHUP before it sends SIGKILL to the
+// process group. A shell that handles SIGHUP (bash saves history, then exits) needs
+// well under a second; one that ignores it (an empty HUP trap, nohup) would otherwise
+// keep a closed session's process alive forever. 2s bounds how long a client's
+// close can be outlived, and is the value every adapter uses.
+const hangupGrace = 2 * time.Second
+
+// Spec is a spawn request. Build it in one step and start it in another (tests inspect it).
+type Spec struct {
+	User    string   // SSH login name (already authorized by the broker)
+	Command string   // "" means an interactive login shell; otherwise run `shell -c Command`
+	Env     []string // extra KEY=VALUE pairs the broker accepted (already validated)
+	Term    string   // TERM for PTY sessions; "" without a PTY
+	// Exactly one of TTY or the three pipe ends is set. Launch takes ownership of
+	// all of them: it closes this process's copies once the child holds them,
+	// on success and on failure alike, so the server keeps no copy of the slave.
+	TTY                   *os.File
+	Stdin, Stdout, Stderr *os.File
+}
+
+// check reports whether the spec's fds and env are well-formed. It decides
+// nothing about policy: the broker already chose the user, command and env.
+func (s Spec) check() error {
+	pipes := 0
+	for _, f := range []*os.File{s.Stdin, s.Stdout, s.Stderr} {
+		if f != nil {
+			pipes++
+		}
+	}
+	switch {
+	case s.TTY != nil && pipes != 0:
+		return errors.New("launch: spec has both a TTY and pipes")
+	case s.TTY == nil && pipes != 3:
+		return errors.New("launch: spec needs a TTY or all three of stdin, stdout and stderr")
+	case s.User == "":
+		return errors.New("launch: spec has no user")
+	}
+	for i, kv := range s.Env {
+		// Report the index only: env values may hold secrets (STYLE.md §4).
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
+			return fmt.Errorf("launch: spec env entry %d is not KEY=VALUE", i)
+		}
+	}
+	return nil
+}
+
+// closeFiles closes this process's copies of every fd in the spec. Close errors
+// are ignored: the fds were only ever handed on, never written through here.
+func (s Spec) closeFiles() {
+	for _, f := range []*os.File{s.TTY, s.Stdin, s.Stdout, s.Stderr} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+// Identity says whom the process runs as; the session record stores it.
+type Identity struct {
+	User        string // account the process runs as
+	UID, GID    int
+	Home, Shell string
+	Note        string // e.g. "login user kali", or "server user (not root)", or "server user (login user absent)"
+}
+
+// Exit is how the process ended.
+type Exit struct {
+	Code       int            // exit code when Signal == 0
+	Signal     syscall.Signal // non-zero when killed by a signal
+	CoreDumped bool
+}
+
+// exitFromStatus converts a wait(2) status of an exited or killed process.
+func exitFromStatus(ws syscall.WaitStatus) Exit {
+	if ws.Signaled() {
+		return Exit{Signal: ws.Signal(), CoreDumped: ws.CoreDump()}
+	}
+	return Exit{Code: ws.ExitStatus()}
+}
+
+// Process is a started session process. Wait blocks until it exits and may be called
+// by exactly one goroutine; Signal and Hangup are safe from any goroutine, and are no-ops
+// returning nil (or an error wrapping os.ErrProcessDone) once Wait has reaped the process.
+type Process interface {
+	Identity() Identity
+	Wait() (Exit, error)
+	Signal(sig syscall.Signal) error // to the session's process group
+	// Hangup sends SIGHUP to the process group, and SIGKILL to the group if it has not
+	// been reaped after a bounded grace (hangupGrace, 2s). Non-blocking.
+	Hangup()
+}
+
+// Launcher starts session processes. Launch does not block beyond starting the
+// process; ctx bounds only the start, never the process's lifetime (the broker ends
+// it with Hangup).
+type Launcher interface {
+	Name() string // "local", later "agent": written into the session record
+	Launch(ctx context.Context, spec Spec) (Process, error)
+}

@@ -1,0 +1,123 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// localProcess is a session process started by Local.
+//
+// Lifecycle: newLocalProcess (started) → Wait sees the exit without reaping →
+// Wait reaps under mu and sets reaped → done closed. Between exit and reaping the
+// child is a zombie, so its pid (and process-group id) cannot be reused, and
+// Signal may still target -pid safely; after reaped is set it never does.
+type localProcess struct {
+	id  Identity  // immutable
+	cmd *exec.Cmd // started; cmd.Wait is called only by Wait
+	pid int       // immutable; the session, process-group and leader id
+
+	done       chan struct{} // closed by Wait after reaping
+	hangupOnce sync.Once
+
+	mu     sync.Mutex // guards reaped and the kill(2) calls that depend on it
+	reaped bool
+}
+
+var _ Process = (*localProcess)(nil)
+
+func newLocalProcess(cmd *exec.Cmd, id Identity) *localProcess {
+	return &localProcess{id: id, cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+}
+
+// Identity implements Process.
+func (p *localProcess) Identity() Identity { return p.id }
+
+// Wait implements Process. It blocks until the process exits.
+func (p *localProcess) Wait() (Exit, error) {
+	// Wait for the exit without reaping (WNOWAIT), then reap under mu, so that a
+	// concurrent Signal either runs before the reap (zombie pid, still ours) or
+	// sees reaped and does nothing.
+	werr := waitExited(p.pid)
+	p.mu.Lock()
+	// After a waitid error (ECHILD: the child was reaped elsewhere, as when
+	// SIGCHLD is set to SIG_IGN) the pid may already be reused, so it counts as
+	// reaped too; cmd.Wait then fails at once instead of blocking under mu.
+	err := p.cmd.Wait()
+	p.reaped = true
+	p.mu.Unlock()
+	close(p.done)
+
+	if werr != nil {
+		return Exit{}, fmt.Errorf("launch: wait: %w", werr)
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) { // an ExitError is a normal non-zero exit
+		return Exit{}, fmt.Errorf("launch: wait: %w", err)
+	}
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok {
+		return Exit{}, errors.New("launch: wait: no wait status")
+	}
+	return exitFromStatus(ws), nil
+}
+
+// waitExited blocks until pid has exited, leaving it unreaped (waitid(2) WNOWAIT).
+func waitExited(pid int) error {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return os.NewSyscallError("waitid", err)
+		}
+	}
+}
+
+// Signal implements Process: it sends sig to the session's process group.
+func (p *localProcess) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return fmt.Errorf("launch: signal: %w", os.ErrProcessDone)
+	}
+	// WARNING: kill(-1) signals every process we may signal, and kill(0) our own
+	// group. The child of a successful Start never has pid 0 or 1 here (Local
+	// creates no PID namespace), but a negated bad pid must never reach kill(2).
+	if p.pid <= 1 {
+		return fmt.Errorf("launch: signal: refusing pid %d", p.pid)
+	}
+	return os.NewSyscallError("kill", syscall.Kill(-p.pid, sig))
+}
+
+// Hangup implements Process. Only the first call has an effect.
+func (p *localProcess) Hangup() {
+	p.hangupOnce.Do(func() {
+		if err := p.Signal(syscall.SIGHUP); errors.Is(err, os.ErrProcessDone) {
+			return
+		}
+		go p.killAfterGrace()
+	})
+}
+
+// killAfterGrace sends SIGKILL to the group unless Wait reaps the process within
+// hangupGrace. It is the only goroutine a localProcess starts.
+func (p *localProcess) killAfterGrace() {
+	defer func() {
+		// A panic here must not end the server and every other session with it;
+		// the worst outcome of stopping is a process that ignored SIGHUP lives on.
+		_ = recover()
+	}()
+	t := time.NewTimer(hangupGrace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		_ = p.Signal(syscall.SIGKILL) // after a reap this is a no-op
+	}
+}

@@ -1,0 +1,192 @@
+// Package recorder writes each session's transcript in util-linux script(1) form.
+//
+// Each session gets <root>/<run_id>/<session_id>/pty/ with a typescript in
+// script --log-io form and a timing file in script's advanced multi-stream
+// format, so `scriptreplay -T timing -B typescript --stream out|in` replays it.
+package recorder
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+var (
+	// ErrInvalidID is returned, wrapped with which id, when a run or session
+	// id fails ValidID.
+	ErrInvalidID = errors.New("recorder: invalid id")
+	// ErrReservedRunID is returned when the run id is a name ReservedRunID
+	// reports as reserved.
+	ErrReservedRunID = errors.New("recorder: reserved run id")
+	// ErrSessionExists is returned when the session directory already exists:
+	// ids are single-use, across restarts.
+	ErrSessionExists = errors.New("recorder: session directory already exists")
+	// ErrClosed is returned by Input, Output and Resize after Close.
+	ErrClosed = errors.New("recorder: session closed")
+
+	// errHeaderName reports a header name outside [A-Z0-9_]{1,128}, which is
+	// a programming error in the caller.
+	errHeaderName = errors.New("recorder: invalid header name")
+)
+
+const (
+	// maxIDLen is the lab's canonical id length limit, in bytes.
+	maxIDLen = 128
+
+	dirMode  = 0o700
+	fileMode = 0o600
+
+	ptyDirName     = "pty"
+	typescriptName = "typescript"
+	timingName     = "timing"
+)
+
+// ValidID reports whether s satisfies the lab's canonical id rule:
+// ^[A-Za-z0-9_][A-Za-z0-9._-]*$, no "..", and at most 128 bytes.
+//
+// Ids become path components, so the rule keeps them from being ".", "..",
+// hidden, option-like or containing a separator.
+func ValidID(s string) bool {
+	if s == "" || len(s) > maxIDLen || strings.Contains(s, "..") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_':
+		case (c == '.' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ReservedRunID reports whether name is a top-level name the lab reserves
+// (`_audit`, `_proc-acct`, `_sidecar`), which may never be a run id.
+func ReservedRunID(name string) bool {
+	switch name {
+	case "_audit", "_proc-acct", "_sidecar":
+		return true
+	}
+	return false
+}
+
+// Header is one provenance line written as `H <delay> NAME VALUE` in the timing file.
+type Header struct{ Name, Value string }
+
+// Meta describes a session when its record is created.
+type Meta struct {
+	RunID, SessionID string
+	Command          string    // exec command; "" for a shell
+	Shell            string    // login shell path, for the SHELL header; may be ""
+	Term             string    // "" when the session has no PTY
+	TTY              string    // slave name, may be ""
+	Rows, Cols       int       // 0 when no PTY
+	Headers          []Header  // extra APTL_* provenance headers written after the standard ones
+	Start            time.Time // wall clock of the header; zero means time.Now()
+}
+
+// Create makes <root>/<run_id>/<session_id>/pty/{typescript,timing} and
+// writes the typescript header line and the timing H lines.
+//
+// Both ids are validated (ErrInvalidID), reserved run ids refused
+// (ErrReservedRunID) and header names checked before anything touches the
+// disk. The session directory is made with os.Mkdir, so an existing one fails
+// with ErrSessionExists.
+func Create(root string, m Meta) (*Session, error) {
+	return create(root, m, time.Now)
+}
+
+// create is Create with an injectable clock; now must return times carrying
+// a monotonic reading in production (time.Now does).
+func create(root string, m Meta, now func() time.Time) (_ *Session, err error) {
+	if err := checkMeta(m); err != nil {
+		return nil, err
+	}
+	dir, err := makeSessionDir(root, m.RunID, m.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{dir: dir, now: now, start: now()}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.closeFiles())
+		}
+	}()
+	ptyDir := filepath.Join(dir, ptyDirName)
+	if s.ts, err = openRecordFile(filepath.Join(ptyDir, typescriptName)); err != nil {
+		return nil, err
+	}
+	if s.tm, err = openRecordFile(filepath.Join(ptyDir, timingName)); err != nil {
+		return nil, err
+	}
+	wall := m.Start
+	if wall.IsZero() {
+		wall = s.start
+	}
+	if err := s.writeStart(m, wall); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkMeta validates everything Create can reject without touching the disk.
+func checkMeta(m Meta) error {
+	if !ValidID(m.RunID) {
+		return fmt.Errorf("recorder: run id %.64q: %w", m.RunID, ErrInvalidID)
+	}
+	if ReservedRunID(m.RunID) {
+		return fmt.Errorf("recorder: run id %q: %w", m.RunID, ErrReservedRunID)
+	}
+	if !ValidID(m.SessionID) {
+		return fmt.Errorf("recorder: session id %.64q: %w", m.SessionID, ErrInvalidID)
+	}
+	return checkHeaderNames(m.Headers)
+}
+
+// makeSessionDir creates the run directory if needed, then the session and
+// pty directories, which must be new. It returns the session directory.
+func makeSessionDir(root, runID, sessionID string) (string, error) {
+	runDir := filepath.Join(root, runID)
+	if err := os.MkdirAll(runDir, dirMode); err != nil {
+		return "", fmt.Errorf("recorder: create run dir: %w", err)
+	}
+	dir := filepath.Join(runDir, sessionID)
+	if err := os.Mkdir(dir, dirMode); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("recorder: session %s/%s: %w", runID, sessionID, ErrSessionExists)
+		}
+		return "", fmt.Errorf("recorder: create session dir: %w", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, ptyDirName), dirMode); err != nil {
+		return "", fmt.Errorf("recorder: create pty dir: %w", err)
+	}
+	return dir, nil
+}
+
+// openRecordFile creates a record file that must not exist yet; O_EXCL also
+// refuses to follow a planted symlink.
+func openRecordFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_CLOEXEC, fileMode)
+	if err != nil {
+		return nil, fmt.Errorf("recorder: create %s: %w", filepath.Base(path), err)
+	}
+	return f, nil
+}
+
+// checkHeaderNames returns errHeaderName for the first name that scriptreplay
+// could not read back as one token.
+func checkHeaderNames(hs []Header) error {
+	for _, h := range hs {
+		if !validHeaderName(h.Name) {
+			return fmt.Errorf("recorder: header %.64q: %w", h.Name, errHeaderName)
+		}
+	}
+	return nil
+}

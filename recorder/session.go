@@ -1,0 +1,241 @@
+package recorder
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Session is one session's open record.
+//
+// Lifecycle: Create writes the headers; Input, Output and Resize append while
+// the session runs; Close writes the trailer, fsyncs and releases the files.
+// A Session is safe for concurrent use.
+type Session struct {
+	dir   string           // set by create; the session directory
+	now   func() time.Time // set by create; time.Now outside tests
+	start time.Time        // set by create; monotonic base of every delay
+
+	// in and out count accepted bytes. They are added under mu but read
+	// without it, so Bytes never waits behind a slow disk write.
+	in, out atomic.Int64
+
+	// mu serializes all writes so the typescript keeps bytes in the order
+	// they were observed, and protects the following.
+	mu     sync.Mutex
+	ts, tm *os.File      // set by create; closed by Close
+	last   time.Duration // elapsed time of the last I/O or S entry
+	line   []byte        // scratch for timing lines, reused across writes
+	err    error         // first write failure; returned by every later write
+	closed bool          // set by Close
+}
+
+// Dir returns the session directory, <root>/<run_id>/<session_id>.
+func (s *Session) Dir() string { return s.dir }
+
+// Input appends p, bytes sent to the PTY, to the typescript and an
+// `I <delay> <n>` entry to the timing file.
+func (s *Session) Input(p []byte) error { return s.record('I', p, &s.in) }
+
+// Output appends p, bytes read from the PTY, to the typescript and an
+// `O <delay> <n>` entry to the timing file.
+func (s *Session) Output(p []byte) error { return s.record('O', p, &s.out) }
+
+// Bytes reports how many input and output bytes were recorded so far.
+func (s *Session) Bytes() (in, out int64) { return s.in.Load(), s.out.Load() }
+
+// Resize records a window change as `S <delay> SIGWINCH ROWS=r COLS=c`.
+func (s *Session) Resize(rows, cols int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writable(); err != nil {
+		return err
+	}
+	s.line = appendResize(s.line[:0], s.delay(), rows, cols)
+	return s.fail(s.writeTiming(s.line))
+}
+
+// Annotate appends provenance headers learned after Create, for example
+// whom the launcher ran the process as, which is known only once it started.
+func (s *Session) Annotate(headers ...Header) error {
+	if err := checkHeaderNames(headers); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writable(); err != nil {
+		return err
+	}
+	return s.fail(s.writeTiming(appendHeaders(nil, headers)))
+}
+
+// record writes p straight to the typescript file, then its timing entry.
+// There is no user-space buffer, so a crash of this process loses nothing
+// that record already accepted.
+func (s *Session) record(stream byte, p []byte, count *atomic.Int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writable(); err != nil || len(p) == 0 {
+		return err
+	}
+	n, werr := s.ts.Write(p)
+	count.Add(int64(n))
+	if werr != nil {
+		werr = fmt.Errorf("recorder: write typescript: %w", werr)
+	}
+	// Time whatever reached the typescript, even after a short write, so
+	// the two files stay aligned for scriptreplay.
+	var terr error
+	if n > 0 {
+		s.line = appendTiming(s.line[:0], stream, s.delay(), n)
+		terr = s.writeTiming(s.line)
+	}
+	return s.fail(errors.Join(werr, terr))
+}
+
+// writable returns ErrClosed after Close, else the sticky write failure.
+// Callers hold mu.
+func (s *Session) writable() error {
+	if s.closed {
+		return ErrClosed
+	}
+	return s.err
+}
+
+// fail makes a non-nil err sticky: once the record is incomplete, every later
+// write reports the same failure. Callers hold mu.
+func (s *Session) fail(err error) error {
+	if err != nil {
+		s.err = err
+	}
+	return err
+}
+
+// delay returns the time since the previous I/O or S entry. Like script,
+// which subtracts microsecond timevals, it differences elapsed times
+// truncated to the microsecond, so the delays sum to the elapsed time
+// without drift. Callers hold mu.
+func (s *Session) delay() time.Duration {
+	el := max(s.elapsedAt(s.now()), s.last)
+	d := el - s.last
+	s.last = el
+	return d
+}
+
+// elapsedAt returns t's offset from the start, truncated to the microsecond.
+// time.Time.Sub uses the monotonic readings, as script's gettime_monotonic.
+func (s *Session) elapsedAt(t time.Time) time.Duration {
+	return t.Sub(s.start).Truncate(time.Microsecond)
+}
+
+func (s *Session) writeTiming(b []byte) error {
+	if _, err := s.tm.Write(b); err != nil {
+		return fmt.Errorf("recorder: write timing: %w", err)
+	}
+	return nil
+}
+
+// writeStart writes the typescript header line and the start H entries.
+func (s *Session) writeStart(m Meta, wall time.Time) error {
+	if _, err := s.ts.Write(startLine(m, wall)); err != nil {
+		return fmt.Errorf("recorder: write typescript header: %w", err)
+	}
+	return s.writeTiming(appendHeaders(nil, startHeaders(m, wall)))
+}
+
+// Close writes the trailer (`\nScript done on <time> [COMMAND_EXIT_CODE="N"]\n`),
+// then `H 0.000000 DURATION <secs>`, `H 0.000000 EXIT_CODE N` and the extra
+// headers, fsyncs both files and their directories, and closes the files.
+//
+// Close always releases the files. An invalid extra header name is a
+// programming error: the extras are skipped and the error returned. After a
+// write failure the trailer is not written and that failure is returned
+// again. A second Close returns nil and writes nothing.
+func (s *Session) Close(exitCode int, extra ...Header) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	nameErr := checkHeaderNames(extra)
+	if nameErr != nil {
+		extra = nil
+	}
+	errs := []error{s.err, nameErr}
+	if s.err == nil {
+		errs = append(errs, s.writeTrailer(exitCode, extra))
+	}
+	errs = append(errs, s.syncAndClose())
+	return errors.Join(errs...)
+}
+
+// writeTrailer writes the closing line of the typescript and the closing H
+// entries, in the order of script's log_close.
+func (s *Session) writeTrailer(exitCode int, extra []Header) error {
+	now := s.now()
+	b := append([]byte("\nScript done on "), now.AppendFormat(nil, timeLayout)...)
+	b = append(b, ` [COMMAND_EXIT_CODE="`...)
+	b = strconv.AppendInt(b, int64(exitCode), 10)
+	b = append(b, "\"]\n"...)
+	if _, err := s.ts.Write(b); err != nil {
+		return fmt.Errorf("recorder: write typescript trailer: %w", err)
+	}
+	hs := []Header{
+		{"DURATION", string(appendSeconds(nil, s.elapsedAt(now)))},
+		{"EXIT_CODE", strconv.Itoa(exitCode)},
+	}
+	return s.writeTiming(appendHeaders(nil, append(hs, extra...)))
+}
+
+// syncAndClose makes the record durable: both files, then the directories
+// holding their entries up to the run directory, so a session that closed
+// cleanly survives a host crash and its id stays used.
+func (s *Session) syncAndClose() error {
+	var errs []error
+	for _, f := range []*os.File{s.ts, s.tm} {
+		if err := f.Sync(); err != nil {
+			errs = append(errs, fmt.Errorf("recorder: fsync: %w", err))
+		}
+	}
+	errs = append(errs, s.closeFiles())
+	for _, d := range []string{filepath.Join(s.dir, ptyDirName), s.dir, filepath.Dir(s.dir)} {
+		errs = append(errs, syncDir(d))
+	}
+	return errors.Join(errs...)
+}
+
+// closeFiles closes whichever record files are open.
+func (s *Session) closeFiles() error {
+	var errs []error
+	for _, f := range []*os.File{s.ts, s.tm} {
+		if f == nil {
+			continue
+		}
+		if err := f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("recorder: close: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// syncDir fsyncs a directory so the entries created in it are durable.
+func syncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("recorder: fsync dir: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("recorder: fsync dir: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+// Package tests holds the end-to-end suites: an in-process broker with the
+// local launch adapter, driven by real SSH clients (x/crypto/ssh, OpenSSH,
+// paramiko, asyncssh) and checked with the real script(1) tools.
+package tests
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/launch"
+)
+
+// slowTests is set by .ci/run: suites that take tens of seconds (the 10 s
+// stalled client, 500 sequential sessions) run in full only then, and in a
+// reduced form otherwise, so `go test ./...` stays quick to run often.
+var slowTests = os.Getenv("APTL_CAPTURE_SLOW_TESTS") == "1"
+
+// harness is one in-process broker on 127.0.0.1:0 with its own capture root,
+// host key and client key. It is torn down by tb.Cleanup.
+type harness struct {
+	tb        testing.TB
+	srv       *broker.Server
+	addr      string
+	root      string
+	stateDir  string
+	user      string
+	client    gossh.Signer
+	clientKey string // path of the client's private key, for OpenSSH
+	hostKey   gossh.PublicKey
+	logs      *syncBuffer
+}
+
+type harnessOption func(*broker.Config)
+
+func withLimits(f func(*broker.Limits)) harnessOption {
+	return func(c *broker.Config) { f(&c.Limits) }
+}
+
+func newHarness(tb testing.TB, opts ...harnessOption) *harness {
+	tb.Helper()
+	dir := tb.TempDir()
+	h := &harness{tb: tb, root: filepath.Join(dir, "captures"), stateDir: filepath.Join(dir, "state"), logs: &syncBuffer{}}
+	u, err := user.Current()
+	if err != nil {
+		tb.Fatalf("current user: %v", err)
+	}
+	h.user = u.Username
+	hostKey, err := broker.LoadOrCreateKey(filepath.Join(h.stateDir, broker.HostKeyFile), "test host")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h.hostKey = hostKey.PublicKey()
+	h.clientKey = filepath.Join(h.stateDir, "client")
+	if h.client, err = broker.LoadOrCreateKey(h.clientKey, "test client"); err != nil {
+		tb.Fatal(err)
+	}
+	akPath := filepath.Join(h.stateDir, "authorized_keys")
+	if err := os.WriteFile(akPath, gossh.MarshalAuthorizedKey(h.client.PublicKey()), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	ak, err := broker.LoadAuthorizedKeys(akPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := broker.Config{
+		HostKey:        hostKey,
+		AuthorizedKeys: ak,
+		Users:          []string{h.user},
+		Launcher:       launch.NewLocal(),
+		CaptureRoot:    h.root,
+		AcceptEnv:      broker.DefaultAcceptEnv,
+		Limits:         broker.DefaultLimits(),
+		Logger:         slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h.srv, err = broker.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h.addr = ln.Addr().String()
+	served := make(chan error, 1)
+	go func() { served <- h.srv.Serve(ln) }()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.srv.Shutdown(ctx); err != nil {
+			tb.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, broker.ErrServerClosed) {
+			tb.Errorf("serve returned %v", err)
+		}
+	})
+	return h
+}
+
+func (h *harness) clientConfig(user string, signer gossh.Signer) *gossh.ClientConfig {
+	return &gossh.ClientConfig{
+		User:            user,
+		Auth:            []gossh.AuthMethod{gossh.PublicKeys(signer)},
+		HostKeyCallback: gossh.FixedHostKey(h.hostKey),
+		Timeout:         10 * time.Second,
+	}
+}
+
+// dial connects with the harness's client key as the allowed user.
+func (h *harness) dial(tb testing.TB) *gossh.Client {
+	tb.Helper()
+	c, err := gossh.Dial("tcp", h.addr, h.clientConfig(h.user, h.client))
+	if err != nil {
+		tb.Fatalf("dial: %v", err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (h *harness) sessionDir(run, session string) string {
+	return filepath.Join(h.root, run, session)
+}
+
+// waitIdle waits until the broker has finalized every session: records are
+// complete only then.
+func (h *harness) waitIdle(tb testing.TB) {
+	tb.Helper()
+	waitFor(tb, 15*time.Second, "all sessions finalized", func() bool { return h.srv.ActiveSessions() == 0 })
+}
+
+// waitFor polls cond until it holds or the timeout passes. It is for
+// conditions with no event to wait on (another process's state).
+func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer collects server logs for assertions; safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// replay runs the real scriptreplay on a session's record and returns one
+// stream. scriptreplay always ends its output with one "\n" of its own,
+// which is removed here; --cr-mode never stops it from turning recorded
+// input CRs into LFs for display, so the bytes are compared as recorded.
+func replay(tb testing.TB, dir, stream string) []byte {
+	tb.Helper()
+	bin, err := exec.LookPath("scriptreplay")
+	if err != nil {
+		tb.Skip("scriptreplay (util-linux, Debian bsdutils) not installed")
+	}
+	cmd := exec.Command(bin, "-T", filepath.Join(dir, "pty", "timing"), "-B", filepath.Join(dir, "pty", "typescript"),
+		"--stream", stream, "--cr-mode", "never", "-m", "0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("scriptreplay --stream %s: %v: %s", stream, err, stderr.String())
+	}
+	trimmed, ok := bytes.CutSuffix(out, []byte("\n"))
+	if !ok {
+		tb.Fatalf("scriptreplay output lacks its trailing newline")
+	}
+	return trimmed
+}
+
+// timingHeaders returns the H lines of a session's timing file as NAME → VALUE.
+func timingHeaders(tb testing.TB, dir string) map[string]string {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "pty", "timing"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.SplitN(line, " ", 4)
+		if len(f) == 4 && f[0] == "H" {
+			h[f[2]] = f[3]
+		}
+	}
+	return h
+}
+
+// readUntil reads from r until buf contains want, or fails the test after
+// the timeout. It returns everything read.
+func readUntil(tb testing.TB, r interface{ Read([]byte) (int, error) }, acc *bytes.Buffer, want string, timeout time.Duration) {
+	tb.Helper()
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 32<<10)
+		for !bytes.Contains(acc.Bytes(), []byte(want)) {
+			n, err := r.Read(buf)
+			acc.Write(buf[:n])
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			tb.Fatalf("read ended (%v) before %q appeared", err, want)
+		}
+	case <-time.After(timeout):
+		tb.Fatalf("timed out waiting for %q", want)
+	}
+}

@@ -1,0 +1,184 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// processGone reports whether pid no longer exists (or is a zombie no one
+// will reap: the local adapter reaps its own children, so it is gone).
+func processGone(pid int) bool {
+	return syscall.Kill(pid, 0) == syscall.ESRCH
+}
+
+func TestClientCloseHangsUpShell(t *testing.T) {
+	h := newHarness(t)
+	c := h.dial(t)
+	ss := openShell(t, c, map[string]string{"APTL_SESSION_ID": "hup-1"}, 24, 80)
+	ss.send("echo \"PID=$$\"; sleep 1000\n")
+	out := ss.waitOutput(regexp.MustCompile(`PID=(\d+)\r\n`))
+	pid, _ := strconv.Atoi(regexp.MustCompile(`PID=(\d+)\r\n`).FindStringSubmatch(out)[1])
+	if err := ss.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitIdle(t)
+	if !processGone(pid) {
+		t.Errorf("shell %d still runs after the client closed", pid)
+	}
+	dir := h.sessionDir("_unbound", "hup-1")
+	hdr := timingHeaders(t, dir)
+	if hdr["APTL_CLOSE_REASON"] != "client-closed" || hdr["EXIT_CODE"] == "" {
+		t.Errorf("record headers = %v", hdr)
+	}
+	ts, _ := os.ReadFile(dir + "/pty/typescript")
+	if !regexp.MustCompile(`\nScript done on .* \[COMMAND_EXIT_CODE="\d+"\]\n$`).Match(ts) {
+		t.Error("typescript has no trailer")
+	}
+}
+
+func TestShutdownFinalizesOpenSessions(t *testing.T) {
+	h := newHarness(t)
+	c := h.dial(t)
+	ss := openShell(t, c, map[string]string{"APTL_SESSION_ID": "down-1"}, 24, 80)
+	ss.send("echo READY_DOWN\n")
+	ss.waitOutput(regexp.MustCompile(`READY_DOWN\r\n`))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := ss.finish()
+	var ee *gossh.ExitError
+	if err == nil || (errors.As(err, &ee) && ee.ExitStatus() == 0) {
+		t.Errorf("session ended with %v, want a non-zero status", err)
+	}
+	hdr := timingHeaders(t, h.sessionDir("_unbound", "down-1"))
+	if hdr["APTL_CLOSE_REASON"] != "sidecar-shutdown" {
+		t.Errorf("close reason = %q, want sidecar-shutdown", hdr["APTL_CLOSE_REASON"])
+	}
+	if !strings.Contains(ss.stderr.String(), "server shutting down") {
+		t.Errorf("client was not told why the session ended")
+	}
+}
+
+// TestStalledClientLosesNothing floods output while the client reads
+// nothing: the broker must block the shell (bounded memory), and once the
+// client reads again every byte arrives and is recorded.
+func TestStalledClientLosesNothing(t *testing.T) {
+	stall := time.Second
+	if slowTests {
+		stall = 10 * time.Second
+	}
+	h := newHarness(t)
+	c := h.dial(t)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Setenv("APTL_SESSION_ID", "stall-1")
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 64 << 20
+	if err := s.Start(fmt.Sprintf("head -c %d /dev/urandom", total)); err != nil {
+		t.Fatal(err)
+	}
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	time.Sleep(stall) // the condition under test: a client that does not read
+	var during runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&during)
+	// x/crypto's client buffers up to its channel window (2 MiB); the broker
+	// holds one copy buffer per stream. Anything near the flood size is a leak.
+	if grow := int64(during.HeapInuse) - int64(before.HeapInuse); grow > 16<<20 {
+		t.Errorf("heap grew by %d bytes while the client stalled", grow)
+	}
+	n, err := io.Copy(io.Discard, stdout)
+	if err != nil || n != total {
+		t.Fatalf("client received %d of %d bytes (%v)", n, total, err)
+	}
+	if err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitIdle(t)
+	st, err := os.Stat(h.sessionDir("_unbound", "stall-1") + "/pty/typescript")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() < total {
+		t.Errorf("typescript holds %d bytes, less than the %d delivered", st.Size(), total)
+	}
+	if hdr := timingHeaders(t, h.sessionDir("_unbound", "stall-1")); hdr["APTL_BYTES_DELIVERED"] != strconv.Itoa(total) {
+		t.Errorf("bytes delivered = %s, want %d", hdr["APTL_BYTES_DELIVERED"], total)
+	}
+}
+
+func openFDs(tb testing.TB) int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Skipf("cannot count fds: %v", err)
+	}
+	return len(entries)
+}
+
+// TestNoLeaksAfterSequentialSessions runs sessions one after another (PTY
+// shells and exec sessions, on one connection and on fresh ones) and checks
+// that goroutines and fds return to where they started.
+func TestNoLeaksAfterSequentialSessions(t *testing.T) {
+	sessions := 60
+	if slowTests {
+		sessions = 500
+	}
+	h := newHarness(t)
+	warm := h.dial(t)
+	if _, _, err := run(t, warm, nil, "true"); err != nil {
+		t.Fatal(err)
+	}
+	warm.Close()
+	h.waitIdle(t)
+	baseG, baseFD := runtime.NumGoroutine(), openFDs(t)
+
+	var c *gossh.Client
+	for i := 0; i < sessions; i++ {
+		if i%50 == 0 {
+			if c != nil {
+				c.Close()
+			}
+			c = h.dial(t)
+		}
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		if i%2 == 0 {
+			err = s.RequestPty("xterm", 24, 80, nil)
+		}
+		if err == nil {
+			_, err = s.Output("echo x")
+		}
+		s.Close()
+		if err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+	}
+	c.Close()
+	h.waitIdle(t)
+	waitFor(t, 10*time.Second, "goroutines and fds back to baseline", func() bool {
+		return runtime.NumGoroutine() <= baseG && openFDs(t) <= baseFD
+	})
+}
