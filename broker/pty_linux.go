@@ -5,7 +5,29 @@ import (
 	"os"
 
 	"github.com/creack/pty"
+
+	"github.com/aptl/aptl-kali-capture/launch"
 )
+
+// openEnds allocates the PTY (when the client asked for one) or the pipes,
+// puts the child's ends into spec and returns them.
+func (r *run) openEnds(spec *launch.Spec) ([]*os.File, error) {
+	if r.ss.pty == nil {
+		ends, err := r.openPipes()
+		if err != nil {
+			return nil, err
+		}
+		spec.Stdin, spec.Stdout, spec.Stderr = ends[0], ends[1], ends[2]
+		return ends, nil
+	}
+	spec.Term = r.ss.pty.term
+	ends, err := r.openPTY(r.ss.pty)
+	if err != nil {
+		return nil, err
+	}
+	spec.TTY = ends[0]
+	return ends, nil
+}
 
 // openPTY allocates the session's pair in the sidecar's own devpts, so the
 // master never passes through the workload (DESIGN §3.5). The terminal

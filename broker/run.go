@@ -69,49 +69,38 @@ type output struct {
 	dst io.Writer
 }
 
-// start creates the record, opens the PTY or pipes, launches the process and
-// publishes the run. On error everything it opened is closed, and a record
-// that was created is finalized with reason "refused" so no directory is
-// left without a trailer.
+// start opens the PTY or pipes, creates the record, launches the process
+// and publishes the run. On error it closes everything it opened; a record
+// that was already created is finalized with reason "launch-failed", so no
+// session directory is left without a trailer.
 func (ss *session) start(command string) (err error) {
 	if ss.ids.runRefused != nil {
 		return &userError{msg: ss.ids.runRefused.Error()}
 	}
-	rec, log, err := ss.createRecord(command)
+	r := &run{ss: ss, done: make(chan struct{})}
+	spec := launch.Spec{User: ss.user, Command: command, Env: ss.env}
+	slaves, err := r.openEnds(&spec)
 	if err != nil {
-		return err
+		return &userError{msg: "could not allocate a terminal", cause: err}
 	}
-	r := &run{ss: ss, log: log, rec: rec, done: make(chan struct{})}
-	var slaves []*os.File
 	defer func() {
 		if err != nil {
 			closeAll(slaves)
-			closeAll([]*os.File{r.master, r.stdin})
-			for _, o := range r.outputs {
-				o.src.Close()
-			}
-			rec.Close(exitSSHFailure, recorder.Header{Name: "APTL_CLOSE_REASON", Value: reasonRefused})
+			r.closeEnds()
 		}
 	}()
-	spec := launch.Spec{User: ss.user, Command: command, Env: ss.env}
-	if ss.pty != nil {
-		spec.Term = ss.pty.term
-		slaves, err = r.openPTY(ss.pty)
-		spec.TTY = firstOrNil(slaves)
-	} else {
-		slaves, err = r.openPipes()
-		if err == nil {
-			spec.Stdin, spec.Stdout, spec.Stderr = slaves[0], slaves[1], slaves[2]
-		}
+	tty := ""
+	if spec.TTY != nil {
+		tty = spec.TTY.Name()
 	}
-	if err != nil {
-		return &userError{msg: "could not allocate a terminal", cause: err}
+	if r.rec, r.log, err = ss.createRecord(command, tty); err != nil {
+		return err
 	}
 	// Ownership of the slave ends passes to Launch, which closes our copies
 	// whether or not it succeeds.
 	slaves = nil
-	r.proc, err = ss.srv.cfg.Launcher.Launch(ss.ctx, spec)
-	if err != nil {
+	if r.proc, err = ss.srv.cfg.Launcher.Launch(ss.ctx, spec); err != nil {
+		r.rec.Close(exitSSHFailure, recorder.Header{Name: "APTL_CLOSE_REASON", Value: reasonLaunchFailed})
 		return &userError{msg: "could not start the session process", cause: err}
 	}
 	r.annotateIdentity()
@@ -129,14 +118,15 @@ func (ss *session) start(command string) (err error) {
 // createRecord resolves the session's ids and creates its record. A
 // generated anon id that collides (a restart within the same second) is
 // retried; a client-chosen id that exists is refused: ids are single-use.
-func (ss *session) createRecord(command string) (*recorder.Session, *slog.Logger, error) {
+func (ss *session) createRecord(command, tty string) (*recorder.Session, *slog.Logger, error) {
 	ids := ss.ids
 	if ids.run == "" {
 		ids.run = defaultRunID
 	}
 	meta := recorder.Meta{RunID: ids.run, Command: command}
 	if ss.pty != nil {
-		meta.Term, meta.Cols, meta.Rows = ss.pty.term, int(ss.pty.win.cols), int(ss.pty.win.rows)
+		meta.Term, meta.TTY = ss.pty.term, tty
+		meta.Cols, meta.Rows = int(ss.pty.win.cols), int(ss.pty.win.rows)
 	}
 	const maxAnonAttempts = 8
 	for attempt := 0; ; attempt++ {
@@ -191,6 +181,7 @@ func (r *run) annotateIdentity() {
 	err := r.rec.Annotate(
 		recorder.Header{Name: "APTL_RUN_AS", Value: id.User},
 		recorder.Header{Name: "APTL_RUN_AS_UID", Value: strconv.Itoa(id.UID)},
+		recorder.Header{Name: "APTL_RUN_AS_SHELL", Value: id.Shell},
 		recorder.Header{Name: "APTL_RUN_AS_NOTE", Value: id.Note},
 	)
 	if err != nil {
@@ -207,13 +198,6 @@ func sessionMode(pty bool, command string) string {
 	default:
 		return "exec"
 	}
-}
-
-func firstOrNil(fs []*os.File) *os.File {
-	if len(fs) == 0 {
-		return nil
-	}
-	return fs[0]
 }
 
 func closeAll(fs []*os.File) {

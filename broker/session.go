@@ -257,6 +257,7 @@ const (
 	reasonShutdown     = "sidecar-shutdown"
 	reasonIOError      = "io-error"
 	reasonRefused      = "refused"
+	reasonLaunchFailed = "launch-failed"
 )
 
 var (
