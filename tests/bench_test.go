@@ -1,0 +1,164 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/aptl/aptl-kali-capture/launch"
+)
+
+// Each benchmark has a "direct" sub-benchmark: the same work on a local PTY
+// with no SSH and no recording, measured in the same run, so the figures in
+// the README are ratios against a baseline on the same noisy machine.
+//
+//	go test -run '^$' -bench . -benchtime 3s -count 5 ./tests/ | tee bench.txt
+//	benchstat bench.txt
+
+// BenchmarkSessionOpen measures open latency: from NewSession to the exit
+// of `true` on a fresh PTY, recorded.
+func BenchmarkSessionOpen(b *testing.B) {
+	b.Run("broker", func(b *testing.B) {
+		h := newHarness(b)
+		c := h.dial(b)
+		for b.Loop() {
+			s, err := c.NewSession()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Run("true"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		local := launch.NewLocal()
+		for b.Loop() {
+			master, slave, err := pty.Open()
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := local.Launch(context.Background(), launch.Spec{User: currentUser(b), Command: "true", TTY: slave})
+			if err != nil {
+				b.Fatal(err)
+			}
+			go io.Copy(io.Discard, master)
+			if _, err := p.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			master.Close()
+		}
+	})
+}
+
+func currentUser(tb testing.TB) string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	out, err := exec.Command("id", "-un").Output()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// BenchmarkCommandRoundTrip measures one delimiter-wrapped command on a
+// persistent shell, from writing it to reading its end marker, and reports
+// the p50 and p99 of the iterations.
+func BenchmarkCommandRoundTrip(b *testing.B) {
+	b.Run("broker", func(b *testing.B) {
+		h := newHarness(b)
+		ss := openShell(b, h.dial(b), map[string]string{"APTL_SESSION_ID": "bench-rt"}, 24, 80)
+		roundTrips(b, ss.stdin, ss.received)
+	})
+	b.Run("direct", func(b *testing.B) {
+		cmd := exec.Command("bash", "--login")
+		master, err := pty.Start(cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { master.Close(); cmd.Process.Kill(); cmd.Wait() }()
+		received := &syncBuffer{}
+		go io.Copy(received, master)
+		roundTrips(b, master, received)
+	})
+}
+
+func roundTrips(b *testing.B, stdin io.Writer, received *syncBuffer) {
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		marker := fmt.Sprintf("D_END_%d:0\r\n", i)
+		start := time.Now()
+		if _, err := io.WriteString(stdin, delimited(i, "true")); err != nil {
+			b.Fatal(err)
+		}
+		for !strings.Contains(received.String(), marker) {
+			time.Sleep(20 * time.Microsecond)
+		}
+		lat = append(lat, time.Since(start))
+		received.Reset()
+		i++
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkBulkOutput measures PTY output throughput with recording on: the
+// shell writes 64 MiB as fast as the client takes it.
+func BenchmarkBulkOutput(b *testing.B) {
+	const size = 64 << 20
+	command := fmt.Sprintf("head -c %d /dev/zero", size)
+	b.Run("broker", func(b *testing.B) {
+		h := newHarness(b)
+		c := h.dial(b)
+		b.SetBytes(size)
+		for b.Loop() {
+			s, err := c.NewSession()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
+				b.Fatal(err)
+			}
+			var n countWriter
+			s.Stdout = &n
+			if err := s.Run(command); err != nil || n < size {
+				b.Fatalf("got %d bytes: %v", n, err)
+			}
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			master, err := pty.Start(exec.Command("sh", "-c", command))
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, _ := io.Copy(io.Discard, master) // ends with EIO once the writer exits
+			master.Close()
+			if n < size {
+				b.Fatalf("got %d bytes", n)
+			}
+		}
+	})
+}
+
+type countWriter int64
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	*w += countWriter(len(p))
+	return len(p), nil
+}

@@ -1,0 +1,106 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildCommand builds cmd/aptl-kali-capture into a temporary directory.
+func buildCommand(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "aptl-kali-capture")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(gobin, "build", "-o", bin, "../cmd/aptl-kali-capture").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestNewcomerDefaults runs the binary the way the README tells a newcomer
+// to, in an empty directory, and logs in with the ssh command it prints.
+// Only the port differs (127.0.0.1:0, so parallel runs cannot collide); the
+// printed command must carry the real one.
+func TestNewcomerDefaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary; skipped in -short mode")
+	}
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("OpenSSH client (Debian openssh-client) not installed")
+	}
+	bin := buildCommand(t)
+	work := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0")
+	srv.Dir = work
+	srv.WaitDelay = 5 * time.Second
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	srv.Stderr = &logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+
+	sshLine := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "ssh ") {
+				sshLine <- line
+			}
+		}
+		close(sshLine)
+	}()
+	var line string
+	select {
+	case line = <-sshLine:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve printed no ssh command; logs:\n%s", logs.String())
+	}
+	if line == "" {
+		t.Fatalf("serve exited without printing an ssh command; logs:\n%s", logs.String())
+	}
+	args := append(strings.Fields(line)[1:], "-o", "BatchMode=yes", "echo NEWCOMER_$((40+2))")
+	out, err := exec.CommandContext(ctx, "ssh", args...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "NEWCOMER_42" {
+		t.Fatalf("printed ssh command failed: %v\n%s\nserver logs:\n%s", err, out, logs.String())
+	}
+
+	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Wait(); err != nil {
+		t.Fatalf("serve did not stop cleanly on SIGTERM: %v\n%s", err, logs.String())
+	}
+	records, _ := filepath.Glob(filepath.Join(work, "aptl-dev", "captures", "_unbound", "anon-*", "pty", "typescript"))
+	if len(records) != 1 {
+		t.Fatalf("records = %v", records)
+	}
+	ts, _ := os.ReadFile(records[0])
+	if !strings.Contains(string(ts), "NEWCOMER_42") || !strings.Contains(string(ts), `[COMMAND_EXIT_CODE="0"]`) {
+		t.Errorf("record incomplete:\n%s", ts)
+	}
+
+	// The hostkey subcommand prints the key the server used.
+	hk, err := exec.Command(bin, "hostkey", "--state-dir", filepath.Join(work, "aptl-dev", "state")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(hk))
+	if len(fields) < 4 || !strings.Contains(logs.String(), "host_key="+fields[len(fields)-1]) {
+		t.Errorf("hostkey printed %q, which is not the served key", hk)
+	}
+}
