@@ -264,3 +264,54 @@ func TestRawModeByteFidelity(t *testing.T) {
 		t.Errorf("close reason = %q, want client-closed", r)
 	}
 }
+
+// TestTerminalSemantics checks what users of a real terminal rely on:
+// window changes, ^C, job control, and exit status.
+func TestTerminalSemantics(t *testing.T) {
+	h := newHarness(t)
+	ss := openShell(t, h.dial(t), map[string]string{"APTL_SESSION_ID": "term-1"}, 24, 80)
+
+	if err := ss.s.WindowChange(50, 132); err != nil {
+		t.Fatal(err)
+	}
+	ss.send("echo \"SIZE=$(stty size)\"\n")
+	ss.waitOutput(regexp.MustCompile(`SIZE=50 132\r\n`))
+	// An absurd size is refused and leaves the terminal as it was.
+	if err := ss.s.WindowChange(0, 99999); err != nil {
+		t.Fatal(err)
+	}
+	ss.send("echo \"SIZE2=$(stty size)\"\n")
+	ss.waitOutput(regexp.MustCompile(`SIZE2=50 132\r\n`))
+
+	// ^C interrupts the foreground job: without it the shell would not
+	// answer for 300 s. SLEEPING is printed by the foreground job itself, so
+	// the ^C cannot reach bash before the job owns the terminal.
+	ss.send("sh -c 'echo SLEEPING; exec sleep 300'; echo NOT_INTERRUPTED\n")
+	ss.waitOutput(regexp.MustCompile(`SLEEPING\r\n`))
+	ss.send("\x03")
+	ss.send("echo \"ALIVE_$((1+1))\"\n")
+	out := ss.waitOutput(regexp.MustCompile(`ALIVE_2\r\n`))
+	if strings.Contains(out, "\nNOT_INTERRUPTED\r\n") {
+		t.Error("the foreground job was not interrupted")
+	}
+
+	ss.send("sleep 100 & jobs; kill %1; wait; echo \"JOBS_DONE\"\n")
+	out = ss.waitOutput(regexp.MustCompile(`JOBS_DONE\r\n`))
+	if !regexp.MustCompile(`\[1\]\+ +Running +sleep 100 &`).MatchString(out) {
+		t.Errorf("job control: no running job listed")
+	}
+
+	ss.send("exit 7\n")
+	var exitErr *gossh.ExitError
+	if err := ss.finish(); !errors.As(err, &exitErr) || exitErr.ExitStatus() != 7 {
+		t.Fatalf("session ended with %v, want exit status 7", err)
+	}
+	h.waitIdle(t)
+	timing, err := os.ReadFile(filepath.Join(h.sessionDir("_unbound", "term-1"), "pty", "timing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(timing), " SIGWINCH "); n != 1 || !strings.Contains(string(timing), "SIGWINCH ROWS=50 COLS=132") {
+		t.Errorf("timing has %d SIGWINCH entries, want exactly the valid one", n)
+	}
+}
