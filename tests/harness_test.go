@@ -50,6 +50,16 @@ func withLimits(f func(*broker.Limits)) harnessOption {
 	return func(c *broker.Config) { f(&c.Limits) }
 }
 
+// withCaptureRoot records under root instead of a fresh temporary folder.
+func withCaptureRoot(root string) harnessOption {
+	return func(c *broker.Config) { c.CaptureRoot = root }
+}
+
+// withLauncher wraps the local adapter, for tests of launcher failures.
+func withLauncher(wrap func(launch.Launcher) launch.Launcher) harnessOption {
+	return func(c *broker.Config) { c.Launcher = wrap(c.Launcher) }
+}
+
 func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 	tb.Helper()
 	dir := tb.TempDir()
@@ -89,6 +99,7 @@ func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	h.root = cfg.CaptureRoot
 	h.srv, err = broker.New(cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -27,9 +28,19 @@ func TestClientCloseHangsUpShell(t *testing.T) {
 	h := newHarness(t)
 	c := h.dial(t)
 	ss := openShell(t, c, map[string]string{"APTL_SESSION_ID": "hup-1"}, 24, 80)
-	ss.send("echo \"PID=$$\"; sleep 1000\n")
-	out := ss.waitOutput(regexp.MustCompile(`PID=(\d+)\r\n`))
-	pid, _ := strconv.Atoi(regexp.MustCompile(`PID=(\d+)\r\n`).FindStringSubmatch(out)[1])
+	ss.send("echo \"PID=$$ TTY=$(tty)\"; sleep 1000\n")
+	m := regexp.MustCompile(`PID=(\d+) TTY=(\S+)\r\n`)
+	fields := m.FindStringSubmatch(ss.waitOutput(m))
+	pid, _ := strconv.Atoi(fields[1])
+	// The server (this process) keeps the master only: no fd of its own
+	// points at the slave the shell runs on.
+	if fds, _ := filepath.Glob("/proc/self/fd/*"); len(fds) > 0 {
+		for _, fd := range fds {
+			if target, _ := os.Readlink(fd); target == fields[2] {
+				t.Errorf("server holds the slave %s as %s", target, fd)
+			}
+		}
+	}
 	if err := ss.s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -262,6 +262,9 @@ func TestRefusedRequestsAndChannels(t *testing.T) {
 		conn.Close()
 		t.Error("local port forwarding (direct-tcpip) accepted")
 	}
+	if ok, _, err := c.SendRequest("keepalive@openssh.com", true, nil); !ok || err != nil {
+		t.Errorf("keepalive not answered: ok=%v err=%v", ok, err)
+	}
 	s, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
