@@ -65,7 +65,8 @@ func decideEnv(name, value string, acceptList []string, ids *sessionIDs) envDeci
 	switch name {
 	case envSessionID:
 		if !recorder.ValidID(value) {
-			ids.sessionInvalid = true
+			// The latest APTL_SESSION_ID request wins, valid or not.
+			ids.session, ids.sessionInvalid = "", true
 			return envDecision{name: name, err: fmt.Errorf("%s: %w", name, errInvalidID)}
 		}
 		ids.session, ids.sessionInvalid = value, false

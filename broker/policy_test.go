@@ -73,12 +73,16 @@ func TestDecideEnv(t *testing.T) {
 	}
 }
 
-func TestDecideEnvValidIDReplacesInvalid(t *testing.T) {
+func TestDecideEnvLatestIDWins(t *testing.T) {
 	var ids sessionIDs
 	decideEnv(envSessionID, "bad id", nil, &ids)
 	decideEnv(envSessionID, "good", nil, &ids)
 	if ids.sessionInvalid || ids.session != "good" {
 		t.Fatalf("ids = %+v, want the later valid id to win", ids)
+	}
+	decideEnv(envSessionID, "bad again", nil, &ids)
+	if !ids.sessionInvalid || ids.session != "" {
+		t.Fatalf("ids = %+v, want the later invalid id to win", ids)
 	}
 	decideEnv(envRunID, "_proc-acct", nil, &ids)
 	decideEnv(envRunID, "r1", nil, &ids)

@@ -3,8 +3,10 @@ package broker
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/launch"
 )
@@ -34,9 +36,9 @@ func (r *run) openEnds(spec *launch.Spec) ([]*os.File, error) {
 // modes and size are applied to the slave before anything runs on it. It
 // returns the slave; the master stays in r.
 func (r *run) openPTY(req *ptyRequest) (slaves []*os.File, err error) {
-	master, slave, err := pty.Open()
+	master, slave, err := openPollablePTY()
 	if err != nil {
-		return nil, fmt.Errorf("pty.Open: %w", err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -53,6 +55,41 @@ func (r *run) openPTY(req *ptyRequest) (slaves []*os.File, err error) {
 	r.master = master
 	r.outputs = []output{{src: master, dst: r.ss.ch}}
 	return []*os.File{slave}, nil
+}
+
+// openPollablePTY allocates a pair with creack/pty and returns the master
+// registered with the runtime poller. pty.Open calls Fd() on the master,
+// which switches it to blocking mode for good; a blocked read(2) then ignores
+// read deadlines, and the drain after the shell's exit could wait forever on
+// a background job that keeps the slave open. A duplicate of the fd, set
+// non-blocking and wrapped by os.NewFile, is pollable again.
+func openPollablePTY() (master, slave *os.File, err error) {
+	m, slave, err := pty.Open()
+	if err != nil {
+		return nil, nil, fmt.Errorf("pty.Open: %w", err)
+	}
+	defer m.Close()
+	defer func() {
+		if err != nil {
+			slave.Close()
+		}
+	}()
+	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, nil, os.NewSyscallError("set nonblock", err)
+	}
+	master = os.NewFile(uintptr(fd), m.Name())
+	// Deadlines are how every wait on the master is bounded; refuse a master
+	// that does not support them rather than discover it at the drain.
+	if err := master.SetReadDeadline(time.Time{}); err != nil {
+		master.Close()
+		return nil, nil, fmt.Errorf("pty master is not pollable: %w", err)
+	}
+	return master, slave, nil
 }
 
 // openPipes creates stdin, stdout and stderr for a session without a PTY. It
@@ -81,12 +118,23 @@ func (r *run) openPipes() (childEnds []*os.File, err error) {
 	return childEnds, nil
 }
 
+// setWindow sets the terminal size through the master. It goes through
+// SyscallConn, not Fd(): Fd() would switch the master to blocking mode,
+// after which reads ignore deadlines and readBatch would block.
 func setWindow(master *os.File, w window) error {
-	err := pty.Setsize(master, &pty.Winsize{
-		Rows: uint16(w.rows), Cols: uint16(w.cols), X: uint16(w.width), Y: uint16(w.height),
-	})
+	rc, err := master.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("set window size: %w", err)
+	}
+	ws := &unix.Winsize{Row: uint16(w.rows), Col: uint16(w.cols), Xpixel: uint16(w.width), Ypixel: uint16(w.height)}
+	var ioctlErr error
+	if err := rc.Control(func(fd uintptr) {
+		ioctlErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws)
+	}); err != nil {
+		return fmt.Errorf("set window size: %w", err)
+	}
+	if ioctlErr != nil {
+		return fmt.Errorf("set window size: %w", os.NewSyscallError("TIOCSWINSZ", ioctlErr))
 	}
 	return nil
 }

@@ -18,12 +18,15 @@ import (
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
-// After the process exits, output still in the PTY or pipe buffers is read
+// After the process exits, output still queued in the PTY or pipe is read
 // until the kernel reports the end (EIO on a PTY master once no slave is
 // open, EOF on a pipe). A background job that inherited the terminal keeps
-// it open, so the drain also ends after drainIdle without data, and in any
-// case drainMax after exit. Bytes not read by then never crossed the master:
-// they are not lost from the record, they were never output.
+// it open, so the drain also ends after drainIdle without data, or once it
+// has spent drainMax reading and recording. Time blocked delivering to a
+// slow client does not count: a slow client never makes the broker give up
+// on output the shell wrote before it exited. What a background job writes
+// after the drain ends never reaches the master: closing the master hangs
+// the terminal up, and the job's writes fail.
 const (
 	drainIdle = 250 * time.Millisecond
 	drainMax  = 2 * time.Second
@@ -56,6 +59,9 @@ type run struct {
 	outputs   []output
 	outputsWG sync.WaitGroup // the output copiers only; see startCopiers
 
+	// exitedAt is written by finish before it sets exited, and read by the
+	// copiers only after they saw exited set.
+	exitedAt  time.Time
 	exited    atomic.Bool
 	delivered atomic.Int64 // output bytes the client's channel accepted
 
@@ -233,32 +239,39 @@ func (r *run) copyOutput(o output) {
 	defer recoverSession(r.log)
 	buf := make([]byte, copyBufSize)
 	deliver := true
-	var exitedAt time.Time
+	var drained time.Duration // after the exit: time spent reading and recording
 	for {
-		n, err := o.src.Read(buf)
+		start := time.Now()
+		n, err := readBatch(o.src, buf)
 		if n > 0 {
 			if rerr := r.rec.Output(buf[:n]); rerr != nil {
 				r.ss.stop(ioCause(rerr))
 				return
 			}
-			if deliver {
-				if _, werr := o.dst.Write(buf[:n]); werr != nil {
-					deliver = false
-				} else {
-					r.delivered.Add(int64(n))
-				}
+		}
+		if r.exited.Load() {
+			drained += time.Since(maxTime(start, r.exitedAt))
+		}
+		if n > 0 && deliver {
+			if _, werr := o.dst.Write(buf[:n]); werr != nil {
+				deliver = false
+			} else {
+				r.delivered.Add(int64(n))
 			}
 		}
 		if err != nil {
-			// EIO (master without slaves), EOF (pipe), deadline (drain over)
-			// or the file closed: the stream is finished either way.
+			// EIO (master without slaves), EOF (pipe), deadline (drain
+			// over) or the file closed: the stream is finished either way.
 			return
 		}
 		if r.exited.Load() {
-			if exitedAt.IsZero() {
-				exitedAt = time.Now()
+			left := drainMax - drained
+			if left <= 0 {
+				return
 			}
-			o.src.SetReadDeadline(minTime(time.Now().Add(drainIdle), exitedAt.Add(drainMax)))
+			// Both kinds of source are pollable by construction
+			// (openPollablePTY, os.Pipe), so this cannot fail.
+			o.src.SetReadDeadline(time.Now().Add(min(drainIdle, left)))
 		}
 	}
 }
@@ -293,8 +306,8 @@ func (r *run) copyInput(dst *os.File, closeOnEOF bool) {
 	}
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
 		return a
 	}
 	return b
@@ -334,6 +347,7 @@ func (r *run) finish() {
 	defer close(r.done)
 	defer recoverSession(r.log)
 	exit, werr := r.proc.Wait()
+	r.exitedAt = time.Now()
 	r.exited.Store(true)
 	for _, o := range r.outputs {
 		o.src.SetReadDeadline(time.Now().Add(drainIdle))
@@ -384,6 +398,11 @@ func (r *run) closeCause(werr error) *closeCause {
 
 func (r *run) closeHeaders(cause *closeCause, exit launch.Exit) []recorder.Header {
 	h := []recorder.Header{{Name: "APTL_CLOSE_REASON", Value: cause.reason}}
+	if cause.msg != "" {
+		// The notice finish sends the client on stderr, so that every byte
+		// the client received from this session is in its record.
+		h = append(h, recorder.Header{Name: "APTL_NOTICE", Value: cause.msg})
+	}
 	if name := exit.SignalName(); name != "" {
 		h = append(h, recorder.Header{Name: "APTL_EXIT_SIGNAL", Value: name})
 	}

@@ -132,9 +132,18 @@ func (srv *Server) Serve(ln net.Listener) error {
 	return srv.ssh.Serve(ln)
 }
 
-// Shutdown stops new sessions, ends every open session with close reason
-// "sidecar-shutdown" (its record finalized), then closes the listeners and
-// connections. It returns ctx's error if sessions did not finish in time.
+// finalizeGrace bounds how long Shutdown waits, once its context expired
+// and the connections are closed, for sessions to write their trailers.
+// With no client left to block delivery, a session needs at most the
+// launcher's hangup grace (2 s) plus the drain (drainMax).
+const finalizeGrace = 5 * time.Second
+
+// Shutdown stops new sessions and ends every open one with close reason
+// "sidecar-shutdown", then closes the listeners and connections. If ctx
+// expires first (a client that does not read can hold its session's
+// output), it closes the connections anyway, so output is recorded without
+// being delivered, and waits up to finalizeGrace more for the records to be
+// finalized. It returns ctx's error in that case.
 func (srv *Server) Shutdown(ctx context.Context) error {
 	srv.mu.Lock()
 	srv.closing = true
@@ -159,7 +168,12 @@ func (srv *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	if cerr := srv.ssh.Close(); err == nil {
-		err = cerr
+		return cerr
+	}
+	select {
+	case <-done:
+	case <-time.After(finalizeGrace):
+		srv.log.Error("sessions not finalized at shutdown", "open_sessions", srv.ActiveSessions())
 	}
 	return err
 }

@@ -121,9 +121,15 @@ var (
 	errNoPTY          = errors.New("session has no pty")
 	errRefusedType    = errors.New("request type not supported")
 	errStartRefused   = errors.New("session refused")
+	errSessionEnded   = errors.New("session has ended")
 )
 
 func (ss *session) handleRequest(req *gossh.Request) (bool, error) {
+	// A session that was refused or stopped takes no further requests, even
+	// ones the client pipelined behind the refused shell or exec.
+	if ss.ctx.Err() != nil {
+		return false, errSessionEnded
+	}
 	running := ss.run.Load()
 	switch req.Type {
 	case "pty-req":

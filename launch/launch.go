@@ -18,9 +18,11 @@ import (
 
 // hangupGrace is how long Hangup waits after SIGHUP before it sends SIGKILL to the
 // process group. A shell that handles SIGHUP (bash saves history, then exits) needs
-// well under a second; one that ignores it (an empty HUP trap, nohup) would otherwise
-// keep a closed session's process alive forever. 2s bounds how long a client's
-// close can be outlived, and is the value every adapter uses.
+// well under a second; one that ignores it (an empty HUP trap) would otherwise keep
+// a closed session's shell alive forever. The SIGKILL reaches the group only while
+// its leader is unreaped (a reaped leader's pid may be reused): a member that ignores
+// SIGHUP and outlives the leader (nohup) lives on, as it does under sshd. The broker
+// closes the master after the drain, which hangs the terminal up for such members.
 const hangupGrace = 2 * time.Second
 
 // Spec is a spawn request. Build it in one step and start it in another (tests inspect it).

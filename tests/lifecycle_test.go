@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -192,4 +193,77 @@ func TestNoLeaksAfterSequentialSessions(t *testing.T) {
 	waitFor(t, 10*time.Second, "goroutines and fds back to baseline", func() bool {
 		return runtime.NumGoroutine() <= baseG && openFDs(t) <= baseFD
 	})
+}
+
+// TestBackgroundJobHoldingTerminal: the shell exits while a job it started
+// keeps the slave open (and keeps writing to it). The session must still
+// end with the shell's status, and the record must be finalized.
+func TestBackgroundJobHoldingTerminal(t *testing.T) {
+	h := newHarness(t)
+	ss := openShell(t, h.dial(t), map[string]string{"APTL_SESSION_ID": "bg-1"}, 24, 80)
+	ss.send("(trap '' HUP; while :; do echo tick; sleep 0.1; done) & echo \"BGPID=$!\"\n")
+	m := regexp.MustCompile(`BGPID=(\d+)\r\n`)
+	bg, _ := strconv.Atoi(m.FindStringSubmatch(ss.waitOutput(m))[1])
+	t.Cleanup(func() { syscall.Kill(bg, syscall.SIGKILL) })
+	ss.send("exit 5\n")
+	var exitErr *gossh.ExitError
+	if err := ss.finish(); !errors.As(err, &exitErr) || exitErr.ExitStatus() != 5 {
+		t.Fatalf("session ended with %v, want exit status 5", err)
+	}
+	h.waitIdle(t)
+	hdr := timingHeaders(t, h.sessionDir("_unbound", "bg-1"))
+	if hdr["APTL_CLOSE_REASON"] != "shell-exited" || hdr["EXIT_CODE"] != "5" {
+		t.Errorf("record headers = %v", hdr)
+	}
+	if got := replay(t, h.sessionDir("_unbound", "bg-1"), "out"); !bytes.Equal(got, []byte(ss.received.String())) {
+		t.Errorf("recorded output differs from received at byte %d", firstDiff(got, []byte(ss.received.String())))
+	}
+}
+
+// TestShutdownWithStalledClient: SIGTERM arrives while a client reads
+// nothing and the shell floods. Shutdown's deadline passes; it must still
+// close the connection and finalize the record before it returns.
+func TestShutdownWithStalledClient(t *testing.T) {
+	h := newHarness(t)
+	c := h.dial(t)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Setenv("APTL_SESSION_ID", "stalled-down")
+	if _, err := s.StdoutPipe(); err != nil { // never read
+		t.Fatal(err)
+	}
+	if err := s.Start("base64 /dev/zero"); err != nil {
+		t.Fatal(err)
+	}
+	dir := h.sessionDir("_unbound", "stalled-down")
+	// The client's channel window (2 MiB in x/crypto) fills, and then the
+	// record stops growing: the broker is blocked delivering.
+	var size int64
+	var since time.Time
+	waitFor(t, 20*time.Second, "the broker blocked on the stalled client", func() bool {
+		st, err := os.Stat(filepath.Join(dir, "pty", "typescript"))
+		if err != nil || st.Size() != size {
+			size, since = 0, time.Now()
+			if err == nil {
+				size = st.Size()
+			}
+			return false
+		}
+		return size > 1<<20 && time.Since(since) > 300*time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown = %v, want its deadline to pass while the client stalls", err)
+	}
+	hdr := timingHeaders(t, dir)
+	if hdr["APTL_CLOSE_REASON"] != "sidecar-shutdown" {
+		t.Errorf("close reason = %q, want sidecar-shutdown", hdr["APTL_CLOSE_REASON"])
+	}
+	in, out := replay(t, dir, "in"), replay(t, dir, "out")
+	if len(in) != 0 || len(out) < 1<<20 {
+		t.Errorf("record holds %d input and %d output bytes", len(in), len(out))
+	}
 }

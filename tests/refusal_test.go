@@ -355,3 +355,37 @@ func TestSecretsNeverLogged(t *testing.T) {
 		t.Errorf("server logs contain the canary")
 	}
 }
+
+// TestRefusedSessionTakesNoMoreRequests pipelines requests behind a refused
+// exec: a corrected run id and a second exec must not start anything.
+func TestRefusedSessionTakesNoMoreRequests(t *testing.T) {
+	h := newHarness(t)
+	ch, reqs, err := h.dial(t).OpenChannel("session", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gossh.DiscardRequests(reqs)
+	env := func(n, v string) []byte { return gossh.Marshal(struct{ N, V string }{n, v}) }
+	exec := gossh.Marshal(struct{ C string }{"echo SHOULD_NOT_RUN"})
+	for _, r := range []struct {
+		typ     string
+		payload []byte
+	}{
+		{"env", env("APTL_RUN_ID", "_audit")},
+		{"exec", exec},
+		{"env", env("APTL_RUN_ID", "okrun")},
+		{"exec", exec},
+	} {
+		if _, err := ch.SendRequest(r.typ, false, r.payload); err != nil {
+			break // the broker closed the refused channel
+		}
+	}
+	out, _ := io.ReadAll(ch)
+	h.waitIdle(t)
+	if len(out) != 0 {
+		t.Errorf("refused channel produced output %q", out)
+	}
+	if entries, _ := os.ReadDir(h.root); len(entries) != 0 {
+		t.Errorf("a request after the refusal created records: %v", entries)
+	}
+}
