@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/launch"
 )
@@ -30,13 +31,7 @@ func BenchmarkSessionOpen(b *testing.B) {
 		h := newHarness(b)
 		c := h.dial(b)
 		for b.Loop() {
-			s, err := c.NewSession()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
-				b.Fatal(err)
-			}
+			s := newPTYSession(b, c)
 			if err := s.Run("true"); err != nil {
 				b.Fatal(err)
 			}
@@ -60,6 +55,18 @@ func BenchmarkSessionOpen(b *testing.B) {
 			master.Close()
 		}
 	})
+}
+
+// newPTYSession opens a session with a PTY, the shape of every timed session.
+func newPTYSession(b *testing.B, c *gossh.Client) *gossh.Session {
+	s, err := c.NewSession()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
 
 func currentUser(tb testing.TB) string {
@@ -126,13 +133,7 @@ func BenchmarkBulkOutput(b *testing.B) {
 		c := h.dial(b)
 		b.SetBytes(size)
 		for b.Loop() {
-			s, err := c.NewSession()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
-				b.Fatal(err)
-			}
+			s := newPTYSession(b, c)
 			var n countWriter
 			s.Stdout = &n
 			if err := s.Run(command); err != nil || n < size {
