@@ -1,0 +1,204 @@
+// Package integrity is the hash chain of a session's evidence: an
+// append-only log of records, each carrying the hash of the one before,
+// with heads signed by the sidecar's SSH host key, and its verifier.
+package integrity
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"strconv"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// Format names the log's record format; the open record carries it.
+const Format = "aptl-integrity/1"
+
+// LogFile is the log's name beside the transcript.
+const LogFile = "integrity.jsonl"
+
+// Record types.
+const (
+	TypeOpen       = "open"
+	TypeData       = "data"
+	TypeGap        = "gap"
+	TypeCheckpoint = "checkpoint"
+	TypeClose      = "close"
+)
+
+// Streams of data records: what the client sent, what the session printed
+// on its terminal or stdout, and stderr of a session without a PTY.
+const (
+	StreamIn  = "i"
+	StreamOut = "o"
+	StreamErr = "e"
+)
+
+// Record is one line of the log. The hash of a record is the SHA-256 of its
+// exact line (without the newline); Prev is the hash of the line before, or
+// for the first record the session seed (Seed), so the chain is bound to
+// the session's identity.
+type Record struct {
+	Seq   uint64            `json:"seq"`
+	Prev  string            `json:"prev"`
+	Time  time.Time         `json:"t"`
+	Type  string            `json:"type"`
+	Data  *Data             `json:"data,omitempty"`
+	Attrs map[string]string `json:"attrs,omitempty"`
+	// Sig is a checkpoint's armored SSHSIG over HeadMessage(Prev).
+	Sig string `json:"sig,omitempty"`
+}
+
+// Data describes bytes of one stream: where they are in the typescript
+// (Off, or -1 when they were counted but not stored), how many, and their
+// SHA-256.
+type Data struct {
+	Stream string `json:"stream"`
+	Off    int64  `json:"off"`
+	Len    int64  `json:"len"`
+	SHA256 string `json:"sha256"`
+}
+
+// Seed is the chain's starting value for a session.
+func Seed(runID, sessionID string) string {
+	h := sha256.Sum256([]byte("aptl-kali-capture integrity v1\x00" + runID + "\x00" + sessionID))
+	return hex.EncodeToString(h[:])
+}
+
+// HeadMessage is what a checkpoint signs: the session and the chain head it
+// vouches for (the hash of record seq).
+func HeadMessage(runID, sessionID string, seq uint64, head string) []byte {
+	return []byte("aptl-kali-capture head v1\nrun " + runID + "\nsession " + sessionID +
+		"\nseq " + strconv.FormatUint(seq, 10) + "\nhead " + head + "\n")
+}
+
+// maxCoalesce bounds one data record: adjacent chunks of a stream are
+// merged into one record (metadata stays a small fraction of the
+// transcript) up to this many bytes.
+const maxCoalesce = 1 << 20
+
+// Writer appends records to a log. It is not safe for concurrent use; the
+// recorder serializes it with the transcript writes so the chain follows
+// the order in which bytes were recorded.
+type Writer struct {
+	w          io.Writer
+	run, sess  string
+	signer     gossh.Signer
+	now        func() time.Time
+	seq        uint64
+	prev       string
+	pending    *Data     // data not yet written as a record
+	pendingSum hash.Hash // running SHA-256 of pending's bytes
+	err        error     // first write error; sticky
+}
+
+// NewWriter starts a chain for a session. signer signs checkpoints; it is
+// the sidecar's host key, which the workload never sees.
+func NewWriter(w io.Writer, runID, sessionID string, signer gossh.Signer, now func() time.Time) *Writer {
+	return &Writer{w: w, run: runID, sess: sessionID, signer: signer, now: now, prev: Seed(runID, sessionID)}
+}
+
+// Append writes one record after any pending data.
+func (c *Writer) Append(typ string, attrs map[string]string) error {
+	if err := c.Flush(); err != nil {
+		return err
+	}
+	return c.write(Record{Type: typ, Attrs: attrs})
+}
+
+// Data accounts for p, of stream, written at off in the typescript. Off -1
+// means the bytes were counted but not stored because the transcript
+// reached its size limit; they become a gap record with their digest.
+// Contiguous chunks of one stream are coalesced; the record is written when
+// something else is appended, at Flush, or at maxCoalesce.
+func (c *Writer) Data(stream string, off int64, p []byte) error {
+	if d := c.pending; d != nil {
+		contiguous := d.Stream == stream && ((off < 0 && d.Off < 0) || (off >= 0 && off == d.Off+d.Len))
+		if !contiguous || d.Len+int64(len(p)) > maxCoalesce {
+			if err := c.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if c.pending == nil {
+		c.pending, c.pendingSum = &Data{Stream: stream, Off: off}, sha256.New()
+	}
+	c.pending.Len += int64(len(p))
+	c.pendingSum.Write(p)
+	return c.err
+}
+
+// Gap records bytes that were lost or not stored, with their digest, and
+// why. It is written at once, so the reason sits next to the data.
+func (c *Writer) Gap(stream string, p []byte, attrs map[string]string) error {
+	if err := c.Flush(); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(p)
+	return c.write(Record{Type: TypeGap, Attrs: attrs,
+		Data: &Data{Stream: stream, Off: -1, Len: int64(len(p)), SHA256: hex.EncodeToString(sum[:])}})
+}
+
+// Flush writes the pending data record, if any.
+func (c *Writer) Flush() error {
+	if c.pending == nil {
+		return c.err
+	}
+	d := c.pending
+	d.SHA256 = hex.EncodeToString(c.pendingSum.Sum(nil))
+	c.pending, c.pendingSum = nil, nil
+	typ := TypeData
+	if d.Off < 0 {
+		typ = TypeGap
+	}
+	var attrs map[string]string
+	if d.Off < 0 {
+		attrs = map[string]string{"reason": "size-limit", "stored": "false"}
+	}
+	return c.write(Record{Type: typ, Data: d, Attrs: attrs})
+}
+
+// Checkpoint writes a record signing the current head, with attrs (the
+// recorder adds the transcript files' sizes and digests so far).
+func (c *Writer) Checkpoint(attrs map[string]string) error {
+	if err := c.Flush(); err != nil {
+		return err
+	}
+	if c.seq == 0 {
+		return fmt.Errorf("integrity: checkpoint before the open record")
+	}
+	sig, err := SignSSHSIG(c.signer, HeadNamespace, HeadMessage(c.run, c.sess, c.seq-1, c.prev))
+	if err != nil {
+		c.err = err
+		return err
+	}
+	return c.write(Record{Type: TypeCheckpoint, Attrs: attrs, Sig: sig})
+}
+
+// Seq returns the number of records written.
+func (c *Writer) Seq() uint64 { return c.seq }
+
+func (c *Writer) write(r Record) error {
+	if c.err != nil {
+		return c.err
+	}
+	r.Seq, r.Prev, r.Time = c.seq, c.prev, c.now().UTC()
+	line, err := json.Marshal(r)
+	if err != nil {
+		c.err = fmt.Errorf("integrity: encode: %w", err)
+		return c.err
+	}
+	sum := sha256.Sum256(line)
+	if _, err := c.w.Write(append(line, '\n')); err != nil {
+		c.err = fmt.Errorf("integrity: write log: %w", err)
+		return c.err
+	}
+	c.seq++
+	c.prev = hex.EncodeToString(sum[:])
+	return nil
+}
