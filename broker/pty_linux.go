@@ -53,7 +53,7 @@ func (r *run) openPTY(req *ptyRequest) (slaves []*os.File, err error) {
 		return nil, err
 	}
 	r.master = master
-	r.outputs = []output{{src: master, dst: r.ss.ch}}
+	r.outputs = []*output{{src: master, dst: r.ss.ch}}
 	return []*os.File{slave}, nil
 }
 
@@ -114,7 +114,7 @@ func (r *run) openPipes() (childEnds []*os.File, err error) {
 		}
 	}
 	r.stdin = ours[0]
-	r.outputs = []output{{src: ours[1], dst: r.ss.ch}, {src: ours[2], dst: r.ss.ch.Stderr()}}
+	r.outputs = []*output{{src: ours[1], dst: r.ss.ch}, {src: ours[2], dst: r.ss.ch.Stderr(), stderr: true}}
 	return childEnds, nil
 }
 

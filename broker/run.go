@@ -56,23 +56,34 @@ type run struct {
 	master *os.File
 	stdin  *os.File
 	// outputs are the ends the copiers read: the master, or stdout+stderr.
-	outputs   []output
+	outputs   []*output
 	outputsWG sync.WaitGroup // the output copiers only; see startCopiers
 
 	// exitedAt is written by finish before it sets exited, and read by the
 	// copiers only after they saw exited set.
 	exitedAt  time.Time
-	exited    atomic.Bool
-	delivered atomic.Int64 // output bytes the client's channel accepted
+	exited atomic.Bool
 
 	mu sync.Mutex // protects masterClosed and serializes resize with close
 	// masterClosed is set by finish once the master is closed.
 	masterClosed bool
 }
 
+// output is one stream the copiers move: its source, where it goes, and
+// how the recorder accounts for it.
 type output struct {
-	src *os.File
-	dst io.Writer
+	src    *os.File
+	dst    io.Writer
+	stderr bool // a pipe session's stderr: its own stream in the integrity log
+	// delivered counts the bytes the client's channel accepted.
+	delivered atomic.Int64
+}
+
+func (o *output) record(rec *recorder.Session, p []byte) error {
+	if o.stderr {
+		return rec.Stderr(p)
+	}
+	return rec.Output(p)
 }
 
 // start opens the PTY or pipes, creates the record, launches the process
@@ -101,6 +112,10 @@ func (ss *session) start(command string) (err error) {
 	}
 	if r.rec, r.log, err = ss.createRecord(command, tty); err != nil {
 		return err
+	}
+	if err = ss.flushPendingEvents(r); err != nil {
+		r.rec.Close(exitSSHFailure, recorder.Header{Name: "APTL_CLOSE_REASON", Value: reasonIOError})
+		return &userError{msg: "recording failed; session not started", cause: err}
 	}
 	// Ownership of the slave ends passes to Launch, which closes our copies
 	// whether or not it succeeds.
@@ -142,7 +157,7 @@ func (ss *session) createRecord(command, tty string) (*recorder.Session, *slog.L
 			meta.SessionID = ss.srv.nextAnonID()
 		}
 		meta.Headers = ss.openHeaders(ids, meta.SessionID)
-		rec, err := recorder.Create(ss.srv.cfg.CaptureRoot, meta)
+		rec, err := recorder.Create(ss.srv.cfg.CaptureRoot, meta, ss.srv.recorderOptions())
 		switch {
 		case err == nil:
 			log := ss.log.With("run", ids.run, "session", meta.SessionID)
@@ -234,7 +249,7 @@ func (r *run) startCopiers() {
 // the Write, which stops the reads, which fills the kernel buffer, which
 // blocks the writer in the workload: backpressure, never loss. Once the
 // client is gone the bytes are still recorded, just not delivered.
-func (r *run) copyOutput(o output) {
+func (r *run) copyOutput(o *output) {
 	defer r.outputsWG.Done()
 	defer recoverSession(r.log)
 	buf := make([]byte, copyBufSize)
@@ -244,7 +259,7 @@ func (r *run) copyOutput(o output) {
 		start := time.Now()
 		n, err := readBatch(o.src, buf)
 		if n > 0 {
-			if rerr := r.rec.Output(buf[:n]); rerr != nil {
+			if rerr := o.record(r.rec, buf[:n]); rerr != nil {
 				r.ss.stop(ioCause(rerr))
 				return
 			}
@@ -256,7 +271,7 @@ func (r *run) copyOutput(o output) {
 			if _, werr := o.dst.Write(buf[:n]); werr != nil {
 				deliver = false
 			} else {
-				r.delivered.Add(int64(n))
+				o.delivered.Add(int64(n))
 			}
 		}
 		if err != nil {
@@ -371,7 +386,7 @@ func (r *run) finish() {
 	}
 	r.ss.ch.Close()
 	r.log.Info("session closed", "reason", cause.reason, "exit_code", code,
-		"bytes_in", in, "bytes_out", out, "bytes_delivered", r.delivered.Load())
+		"bytes_in", in, "bytes_out", out, "bytes_delivered", r.outputs[0].delivered.Load())
 	if cause.err != nil {
 		r.log.Warn("session ended abnormally", "cause", cause.err.Error())
 	}
@@ -406,7 +421,11 @@ func (r *run) closeHeaders(cause *closeCause, exit launch.Exit) []recorder.Heade
 	if name := exit.SignalName(); name != "" {
 		h = append(h, recorder.Header{Name: "APTL_EXIT_SIGNAL", Value: name})
 	}
-	return append(h, recorder.Header{Name: "APTL_BYTES_DELIVERED", Value: strconv.FormatInt(r.delivered.Load(), 10)})
+	h = append(h, recorder.Header{Name: "APTL_BYTES_DELIVERED", Value: strconv.FormatInt(r.outputs[0].delivered.Load(), 10)})
+	if len(r.outputs) > 1 {
+		h = append(h, recorder.Header{Name: "APTL_BYTES_DELIVERED_STDERR", Value: strconv.FormatInt(r.outputs[1].delivered.Load(), 10)})
+	}
+	return h
 }
 
 // closeEnds closes the master (hanging up anything still on the slave) or

@@ -20,6 +20,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -60,6 +61,10 @@ type Config struct {
 	AcceptEnv      []string // env names (or PREFIX*) passed through besides the APTL_* ids
 	Limits         Limits
 	Logger         *slog.Logger
+	// Sync is the records' durability; the host key signs their heads.
+	Sync recorder.SyncMode
+	// MaxTranscriptBytes caps what a typescript stores (0: no cap).
+	MaxTranscriptBytes int64
 }
 
 func (c *Config) check() error {
@@ -317,6 +322,10 @@ func (srv *Server) release(ss *session) {
 	ss.conn.sessions.Add(-1)
 	delete(srv.sessions, ss)
 	srv.sessionsWG.Done()
+}
+
+func (srv *Server) recorderOptions() recorder.Options {
+	return recorder.Options{Signer: srv.cfg.HostKey, Sync: srv.cfg.Sync, MaxBytes: srv.cfg.MaxTranscriptBytes}
 }
 
 // nextAnonID returns a fresh generated session id (DESIGN §3.2).

@@ -35,10 +35,12 @@ type session struct {
 	cancel context.CancelCauseFunc // cause: a *closeCause, read by finish
 
 	// Owned by the request loop; read-only once run is published.
-	ids         sessionIDs
-	pty         *ptyRequest
-	env         []string
-	envRequests int
+	ids           sessionIDs
+	pty           *ptyRequest
+	env           []string
+	envRequests   int
+	pending       []pendingEvent // control events before the record exists
+	droppedEvents int
 
 	// run is published by start; nil until the shell or exec started.
 	run atomic.Pointer[run]
@@ -107,6 +109,10 @@ func (ss *session) serveRequests(reqs <-chan *gossh.Request) {
 			ss.log.Info("request refused", "type", logSafe(req.Type), "reason", err.Error())
 		}
 		req.Reply(ok, nil)
+		// An accepted window change is in the record as a resize.
+		if !(ok && req.Type == "window-change") {
+			ss.event("request", requestAttrs(req.Type, req.Payload, ok, err))
+		}
 		// A refused shell or exec ends the session after the reply, so the
 		// client reports the failed request and shows the stderr line.
 		if errors.Is(err, errStartRefused) {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
 )
 
 var (
@@ -41,9 +43,9 @@ const (
 	dirMode  = 0o700
 	fileMode = 0o600
 
-	ptyDirName     = "pty"
-	typescriptName = "typescript"
-	timingName     = "timing"
+	ptyDirName     = integrity.PTYDir
+	typescriptName = integrity.TypescriptFile
+	timingName     = integrity.TimingFile
 )
 
 // ValidID reports whether s satisfies the lab's canonical id rule:
@@ -99,33 +101,44 @@ type Meta struct {
 // (ErrReservedRunID) and header names checked before anything touches the
 // disk. The session directory is made with os.Mkdir, so an existing one fails
 // with ErrSessionExists.
-func Create(root string, m Meta) (*Session, error) {
-	return create(root, m, time.Now)
+func Create(root string, m Meta, opts Options) (*Session, error) {
+	return create(root, m, opts, time.Now)
 }
 
 // create is Create with an injectable clock; now must return times carrying
 // a monotonic reading in production (time.Now does).
-func create(root string, m Meta, now func() time.Time) (_ *Session, err error) {
+func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session, err error) {
 	if err := checkMeta(m); err != nil {
 		return nil, err
+	}
+	if opts.Signer == nil {
+		return nil, errNoSigner
 	}
 	dir, err := makeSessionDir(root, m.RunID, m.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{dir: dir, now: now, start: now()}
+	s := &Session{dir: dir, now: now, start: now(), opts: opts, counted: map[string]int64{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.closeFiles())
 		}
 	}()
 	ptyDir := filepath.Join(dir, ptyDirName)
-	if s.ts, err = openRecordFile(filepath.Join(ptyDir, typescriptName)); err != nil {
+	ts, err := openRecordFile(filepath.Join(ptyDir, typescriptName))
+	if err != nil {
 		return nil, err
 	}
-	if s.tm, err = openRecordFile(filepath.Join(ptyDir, timingName)); err != nil {
+	s.ts = newDigestFile(ts)
+	tm, err := openRecordFile(filepath.Join(ptyDir, timingName))
+	if err != nil {
 		return nil, err
 	}
+	s.tm = newDigestFile(tm)
+	if s.log, err = openRecordFile(filepath.Join(ptyDir, integrity.LogFile)); err != nil {
+		return nil, err
+	}
+	s.chain = integrity.NewWriter(s.log, m.RunID, m.SessionID, opts.Signer, now)
 	wall := m.Start
 	if wall.IsZero() {
 		wall = s.start
@@ -133,6 +146,10 @@ func create(root string, m Meta, now func() time.Time) (_ *Session, err error) {
 	if err := s.writeStart(m, wall); err != nil {
 		return nil, err
 	}
+	if err := s.chain.Append(integrity.TypeOpen, openAttrs(m, int(s.ts.size), opts)); err != nil {
+		return nil, err
+	}
+	s.lastCheckpoint = now()
 	return s, nil
 }
 

@@ -70,7 +70,7 @@ func TestReservedRunID(t *testing.T) {
 // end of the test if the test did not.
 func newTestSession(tb testing.TB, m Meta) *Session {
 	tb.Helper()
-	s, err := Create(tb.TempDir(), m)
+	s, err := Create(tb.TempDir(), m, testOptions())
 	if err != nil {
 		tb.Fatalf("Create: %v", err)
 	}
@@ -81,14 +81,14 @@ func newTestSession(tb testing.TB, m Meta) *Session {
 func TestCreateSessionExists(t *testing.T) {
 	root := t.TempDir()
 	m := Meta{RunID: "run-1", SessionID: "s1"}
-	s, err := Create(root, m)
+	s, err := Create(root, m, testOptions())
 	if err != nil {
 		t.Fatalf("first Create: %v", err)
 	}
 	if err := s.Close(0); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if _, err := Create(root, m); !errors.Is(err, ErrSessionExists) {
+	if _, err := Create(root, m, testOptions()); !errors.Is(err, ErrSessionExists) {
 		t.Fatalf("second Create = %v, want ErrSessionExists", err)
 	}
 	// The refused Create must leave the first record untouched.
@@ -97,7 +97,7 @@ func TestCreateSessionExists(t *testing.T) {
 		t.Fatalf("first record damaged: err=%v len=%d", err, len(ts))
 	}
 	// Another session in the same run is fine.
-	s2, err := Create(root, Meta{RunID: "run-1", SessionID: "s2"})
+	s2, err := Create(root, Meta{RunID: "run-1", SessionID: "s2"}, testOptions())
 	if err != nil {
 		t.Fatalf("Create s2: %v", err)
 	}
@@ -129,7 +129,7 @@ func TestCreateRefusesBeforeTouchingDisk(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "capture")
-			s, err := Create(root, tt.m)
+			s, err := Create(root, tt.m, testOptions())
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Create = %v, want %v", err, tt.want)
 			}
@@ -145,7 +145,7 @@ func TestCreateRefusesBeforeTouchingDisk(t *testing.T) {
 
 func TestCreateModes(t *testing.T) {
 	root := t.TempDir()
-	s, err := Create(root, Meta{RunID: "run-1", SessionID: "s1"})
+	s, err := Create(root, Meta{RunID: "run-1", SessionID: "s1"}, testOptions())
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}

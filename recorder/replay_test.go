@@ -221,7 +221,7 @@ func TestExactFormat(t *testing.T) {
 		RunID: "r", SessionID: "s", Command: `printf "hi\n"; exit 3`, Shell: "/bin/bash",
 		Term: "xterm", TTY: "/dev/pts/0", Rows: 24, Cols: 80,
 		Headers: []Header{{"APTL_RUN_ID", "r"}},
-	}, clk.now)
+	}, testOptions(), clk.now)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -265,7 +265,7 @@ H 0.000000 APTL_EMPTY
 
 func TestNoTerminalHeader(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 11, 30, 16, 18, 11, 0, time.UTC)}
-	s, err := create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Command: "id"}, clk.now)
+	s, err := create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Command: "id"}, testOptions(), clk.now)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

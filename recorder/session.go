@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
 )
 
 // Session is one session's open record.
@@ -25,14 +27,27 @@ type Session struct {
 	// without it, so Bytes never waits behind a slow disk write.
 	in, out atomic.Int64
 
+	opts Options // set by create
+
 	// mu serializes all writes so the typescript keeps bytes in the order
-	// they were observed, and protects the following.
+	// they were observed, and the integrity log follows that order; it
+	// protects the following.
 	mu     sync.Mutex
-	ts, tm *os.File      // set by create; closed by Close
-	last   time.Duration // elapsed time of the last I/O or S entry
-	line   []byte        // scratch for timing lines, reused across writes
-	err    error         // first write failure; returned by every later write
-	closed bool          // set by Close
+	ts, tm *digestFile       // set by create; closed by Close
+	log    *os.File          // the integrity log; set by create; closed by Close
+	chain  *integrity.Writer // writes log
+	last   time.Duration     // elapsed time of the last I/O or S entry
+	line   []byte            // scratch for timing lines, reused across writes
+	err    error             // first write failure; returned by every later write
+	closed bool              // set by Close
+
+	counted         map[string]int64 // every byte per log stream, stored or not
+	stored          int64            // bytes stored in the typescript body
+	capped          bool             // the size cap was reached
+	unsynced        int64            // bytes recorded since the last fsync
+	sinceCheckpoint int64            // bytes recorded since the last signed head
+	lastCheckpoint  time.Time
+	tick            *time.Timer // pending onTick; nil when none is armed
 }
 
 // Dir returns the session directory, <root>/<run_id>/<session_id>.
@@ -40,11 +55,29 @@ func (s *Session) Dir() string { return s.dir }
 
 // Input appends p, bytes sent to the PTY, to the typescript and an
 // `I <delay> <n>` entry to the timing file.
-func (s *Session) Input(p []byte) error { return s.record('I', p, &s.in) }
+func (s *Session) Input(p []byte) error { return s.record('I', integrity.StreamIn, p, &s.in) }
 
-// Output appends p, bytes read from the PTY, to the typescript and an
-// `O <delay> <n>` entry to the timing file.
-func (s *Session) Output(p []byte) error { return s.record('O', p, &s.out) }
+// Output appends p, bytes read from the PTY (or a session's stdout), to the
+// typescript and an `O <delay> <n>` entry to the timing file.
+func (s *Session) Output(p []byte) error { return s.record('O', integrity.StreamOut, p, &s.out) }
+
+// Stderr records the stderr of a session without a PTY: output to script's
+// format, its own stream in the integrity log.
+func (s *Session) Stderr(p []byte) error { return s.record('O', integrity.StreamErr, p, &s.out) }
+
+// Event appends an SSH control event (a request, a refusal, a signal) to
+// the integrity log, in order with the bytes.
+func (s *Session) Event(typ string, attrs map[string]string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writable(); err != nil {
+		return err
+	}
+	if err := s.fail(s.chain.Append(typ, attrs)); err != nil {
+		return err
+	}
+	return s.dirtied(0)
+}
 
 // Bytes reports how many input and output bytes were recorded so far.
 func (s *Session) Bytes() (in, out int64) { return s.in.Load(), s.out.Load() }
@@ -57,7 +90,12 @@ func (s *Session) Resize(rows, cols int) error {
 		return err
 	}
 	s.line = appendResize(s.line[:0], s.delay(), rows, cols)
-	return s.fail(s.writeTiming(s.line))
+	err := errors.Join(s.writeTiming(s.line),
+		s.chain.Append("resize", map[string]string{"rows": strconv.Itoa(rows), "cols": strconv.Itoa(cols)}))
+	if s.fail(err) != nil {
+		return err
+	}
+	return s.dirtied(0)
 }
 
 // Annotate appends provenance headers learned after Create, for example
@@ -71,31 +109,52 @@ func (s *Session) Annotate(headers ...Header) error {
 	if err := s.writable(); err != nil {
 		return err
 	}
-	return s.fail(s.writeTiming(appendHeaders(nil, headers)))
+	attrs := make(map[string]string, len(headers))
+	for _, h := range headers {
+		attrs[h.Name] = h.Value
+	}
+	err := errors.Join(s.writeTiming(appendHeaders(nil, headers)), s.chain.Append("annotate", attrs))
+	if s.fail(err) != nil {
+		return err
+	}
+	return s.dirtied(0)
 }
 
-// record writes p straight to the typescript file, then its timing entry.
-// There is no user-space buffer, so a crash of this process loses nothing
-// that record already accepted.
-func (s *Session) record(stream byte, p []byte, count *atomic.Int64) error {
+// record writes p straight to the typescript file, then its timing entry,
+// and accounts for it in the integrity log. There is no user-space buffer,
+// so a crash of this process loses nothing that record already accepted.
+// Past the size cap the bytes are only counted and digested; bytes a
+// failed write did not store become a gap record with their digest.
+func (s *Session) record(stream byte, logStream string, p []byte, count *atomic.Int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.writable(); err != nil || len(p) == 0 {
 		return err
 	}
-	n, werr := s.ts.Write(p)
+	s.counted[logStream] += int64(len(p))
+	stored, rest := s.storable(p)
+	off := s.ts.size
+	n, werr := s.ts.Write(stored)
 	count.Add(int64(n))
+	s.stored += int64(n)
+	var errs []error
+	if n > 0 {
+		// Time whatever reached the typescript, even after a short write,
+		// so the two files stay aligned for scriptreplay.
+		s.line = appendTiming(s.line[:0], stream, s.delay(), n)
+		errs = append(errs, s.chain.Data(logStream, off, stored[:n]), s.writeTiming(s.line))
+	}
 	if werr != nil {
 		werr = fmt.Errorf("recorder: write typescript: %w", werr)
+		errs = append(errs, werr, s.chain.Gap(logStream, stored[n:], map[string]string{"reason": "write-failed", "error": werr.Error()}))
 	}
-	// Time whatever reached the typescript, even after a short write, so
-	// the two files stay aligned for scriptreplay.
-	var terr error
-	if n > 0 {
-		s.line = appendTiming(s.line[:0], stream, s.delay(), n)
-		terr = s.writeTiming(s.line)
+	if len(rest) > 0 {
+		errs = append(errs, s.chain.Data(logStream, -1, rest))
 	}
-	return s.fail(errors.Join(werr, terr))
+	if err := s.fail(errors.Join(errs...)); err != nil {
+		return err
+	}
+	return s.dirtied(len(p))
 }
 
 // writable returns ErrClosed after Close, else the sticky write failure.
@@ -163,15 +222,19 @@ func (s *Session) Close(exitCode int, extra ...Header) error {
 		return nil
 	}
 	s.closed = true
+	if s.tick != nil {
+		s.tick.Stop()
+	}
 	nameErr := checkHeaderNames(extra)
 	if nameErr != nil {
 		extra = nil
 	}
-	errs := []error{s.err, nameErr}
-	if s.err == nil {
+	failure := s.err
+	errs := []error{failure, nameErr}
+	if failure == nil {
 		errs = append(errs, s.writeTrailer(exitCode, extra))
 	}
-	errs = append(errs, s.syncAndClose())
+	errs = append(errs, s.closeEvidence(exitCode, extra, failure), s.syncAndClose())
 	return errors.Join(errs...)
 }
 
@@ -198,7 +261,7 @@ func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 // cleanly survives a host crash and its id stays used.
 func (s *Session) syncAndClose() error {
 	var errs []error
-	for _, f := range []*os.File{s.ts, s.tm} {
+	for _, f := range []*os.File{s.ts.File, s.tm.File, s.log} {
 		if err := f.Sync(); err != nil {
 			errs = append(errs, fmt.Errorf("recorder: fsync: %w", err))
 		}
@@ -213,7 +276,14 @@ func (s *Session) syncAndClose() error {
 // closeFiles closes whichever record files are open.
 func (s *Session) closeFiles() error {
 	var errs []error
-	for _, f := range []*os.File{s.ts, s.tm} {
+	files := []*os.File{s.log}
+	if s.ts != nil {
+		files = append(files, s.ts.File)
+	}
+	if s.tm != nil {
+		files = append(files, s.tm.File)
+	}
+	for _, f := range files {
 		if f == nil {
 			continue
 		}

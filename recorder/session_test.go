@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,26 +193,6 @@ func TestCloseWithBadHeaderNameStillCloses(t *testing.T) {
 	}
 	if tm := readRecord(t, s.Dir(), "timing"); !strings.HasSuffix(tm, "H 0.000000 EXIT_CODE 2\n") {
 		t.Errorf("timing should end with EXIT_CODE and no extras, got tail %q", tm[max(len(tm)-40, 0):])
-	}
-}
-
-func BenchmarkOutput(b *testing.B) {
-	s, err := Create(b.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm", Rows: 24, Cols: 80})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close(0)
-	p := bytes.Repeat([]byte("0123456789abcdef"), 4096/16)
-	b.SetBytes(int64(len(p)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := s.Output(p); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	if _, err := os.Stat(filepath.Join(s.Dir(), "pty", "typescript")); err != nil {
-		b.Fatal(err)
 	}
 }
 

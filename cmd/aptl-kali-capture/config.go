@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // Every setting is a flag with an APTL_CAPTURE_* environment equivalent
@@ -101,6 +102,8 @@ type serveConfig struct {
 	logFormat      string
 	shutdownGrace  time.Duration
 	limits         broker.Limits
+	sync           recorder.SyncMode
+	maxTranscript  int64 // bytes; 0: no cap
 }
 
 // Defaults for a newcomer on a development machine: loopback only, and
@@ -132,9 +135,25 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	e.Int(&lim.MaxSessions, "max-sessions", "APTL_CAPTURE_MAX_SESSIONS", lim.MaxSessions, "open sessions, all connections")
 	e.Int(&lim.MaxSessionsPerConn, "max-sessions-per-conn", "APTL_CAPTURE_MAX_SESSIONS_PER_CONN", lim.MaxSessionsPerConn, "open sessions on one connection")
 	e.Int(&lim.MaxEnvRequests, "max-env", "APTL_CAPTURE_MAX_ENV_REQUESTS", lim.MaxEnvRequests, "env requests per session")
+	var syncMode string
+	var maxMB int
+	e.String(&syncMode, "sync", "APTL_CAPTURE_SYNC", "interval", "record durability: interval (fsync within 1 s or 1 MiB) or strict (fsync each chunk before the client gets it)")
+	e.Int(&maxMB, "max-transcript-mb", "APTL_CAPTURE_MAX_TRANSCRIPT_MB", 0, "bytes a typescript stores, in MiB (0: no cap); later data is digested and counted, not stored")
 	if err := e.parse(args); err != nil {
 		return nil, err
 	}
+	switch syncMode {
+	case "interval":
+		c.sync = recorder.SyncInterval
+	case "strict":
+		c.sync = recorder.SyncStrict
+	default:
+		return nil, e.settingError("sync", "%q is neither interval nor strict", syncMode)
+	}
+	if maxMB < 0 || maxMB > 1<<20 {
+		return nil, e.settingError("max-transcript-mb", "out of range")
+	}
+	c.maxTranscript = int64(maxMB) << 20
 	c.users = splitList(users)
 	c.acceptEnv = splitList(acceptEnv)
 	c.limits = lim

@@ -61,6 +61,8 @@ func TestParseServeConfigErrors(t *testing.T) {
 		{name: "bad accept-env", args: []string{"--accept-env", "LANG,LD_*X"}, wantErr: "--accept-env"},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: "--log-format"},
 		{name: "empty root", args: []string{"--root", ""}, wantErr: "--root / APTL_CAPTURE_ROOT: must not be empty"},
+		{name: "bad sync", env: map[string]string{"APTL_CAPTURE_SYNC": "sometimes"}, wantErr: "--sync / APTL_CAPTURE_SYNC"},
+		{name: "negative cap", args: []string{"--max-transcript-mb", "-1"}, wantErr: "--max-transcript-mb"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: `unexpected argument "extra"`},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
 	}

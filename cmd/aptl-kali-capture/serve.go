@@ -72,14 +72,16 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		return fmt.Errorf("capture root: %w", err)
 	}
 	srv, err := broker.New(broker.Config{
-		HostKey:        hostKey,
-		AuthorizedKeys: ak,
-		Users:          cfg.users,
-		Launcher:       launch.NewLocal(),
-		CaptureRoot:    cfg.root,
-		AcceptEnv:      cfg.acceptEnv,
-		Limits:         cfg.limits,
-		Logger:         log,
+		HostKey:            hostKey,
+		AuthorizedKeys:     ak,
+		Users:              cfg.users,
+		Launcher:           launch.NewLocal(),
+		CaptureRoot:        cfg.root,
+		AcceptEnv:          cfg.acceptEnv,
+		Limits:             cfg.limits,
+		Logger:             log,
+		Sync:               cfg.sync,
+		MaxTranscriptBytes: cfg.maxTranscript,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,219 @@
+package recorder
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"strconv"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
+)
+
+// The record's evidence side: the integrity log (package integrity) that
+// the recorder writes in step with the transcript, and the durability and
+// checkpoint schedule.
+
+// SyncMode says when recorded bytes become durable.
+type SyncMode int
+
+const (
+	// SyncInterval, the default, fsyncs the transcript and the log at most
+	// syncInterval or syncBytes after a byte was recorded: a host crash can
+	// lose that window, and the log then ends unfinalized.
+	SyncInterval SyncMode = iota
+	// SyncStrict fsyncs every chunk before the broker delivers it: a byte
+	// the client saw is on disk. It costs an fsync per chunk (see
+	// BenchmarkOutputStrict).
+	SyncStrict
+)
+
+// String names the mode as the configuration spells it.
+func (m SyncMode) String() string {
+	if m == SyncStrict {
+		return "strict"
+	}
+	return "interval"
+}
+
+// The bounded durability window, and the checkpoint schedule: a signed
+// head at least every checkpointInterval or checkpointBytes of data.
+const (
+	syncInterval       = time.Second
+	syncBytes          = 1 << 20
+	checkpointInterval = 10 * time.Second
+	checkpointBytes    = 16 << 20
+)
+
+// Options are the recorder settings shared by every session.
+type Options struct {
+	// Signer signs checkpoints: the sidecar's host key.
+	Signer gossh.Signer
+	Sync   SyncMode
+	// MaxBytes caps the bytes stored in a transcript (0: no cap). Past it,
+	// data is still digested and counted in the log, not stored.
+	MaxBytes int64
+}
+
+// digestFile is a record file that keeps the size and SHA-256 of what was
+// written to it, so checkpoints and the close record vouch for the files
+// without reading them back.
+type digestFile struct {
+	*os.File
+	sum  hash.Hash
+	size int64
+}
+
+func newDigestFile(f *os.File) *digestFile { return &digestFile{File: f, sum: sha256.New()} }
+
+func (f *digestFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	f.sum.Write(p[:n])
+	f.size += int64(n)
+	return n, err
+}
+
+// WriteString keeps io.WriteString from bypassing the digest.
+func (f *digestFile) WriteString(s string) (int, error) { return f.Write([]byte(s)) }
+
+// attrs returns the file's size and digest so far under the given names.
+func (f *digestFile) attrs(into map[string]string, sizeName, sumName string) {
+	into[sizeName] = strconv.FormatInt(f.size, 10)
+	into[sumName] = hex.EncodeToString(f.sum.Sum(nil))
+}
+
+func (s *Session) fileAttrs() map[string]string {
+	a := map[string]string{}
+	s.ts.attrs(a, integrity.AttrTSSize, integrity.AttrTSSHA256)
+	s.tm.attrs(a, integrity.AttrTMSize, integrity.AttrTMSHA256)
+	return a
+}
+
+// openAttrs are the open record's: the ids, the format, where the data
+// starts in the typescript, the terminal, and every provenance header.
+func openAttrs(m Meta, headerLen int, opts Options) map[string]string {
+	a := map[string]string{
+		integrity.AttrFormat:    integrity.Format,
+		integrity.AttrRunID:     m.RunID,
+		integrity.AttrSessionID: m.SessionID,
+		integrity.AttrHeaderLen: strconv.Itoa(headerLen),
+		"command":               m.Command,
+		"term":                  m.Term,
+		"tty":                   m.TTY,
+		"cols":                  strconv.Itoa(m.Cols),
+		"rows":                  strconv.Itoa(m.Rows),
+		"sync":                  opts.Sync.String(),
+		"max_bytes":             strconv.FormatInt(opts.MaxBytes, 10),
+	}
+	for _, h := range m.Headers {
+		a[h.Name] = h.Value
+	}
+	return a
+}
+
+// dirtied notes that n bytes (or an event, n 0) were recorded and makes
+// them durable on the configured schedule. Callers hold mu.
+func (s *Session) dirtied(n int) error {
+	s.unsynced += int64(n)
+	s.sinceCheckpoint += int64(n)
+	if s.opts.Sync == SyncStrict || s.unsynced >= syncBytes {
+		if err := s.syncLocked(); err != nil {
+			return err
+		}
+	}
+	if s.sinceCheckpoint >= checkpointBytes {
+		if err := s.checkpointLocked(); err != nil {
+			return err
+		}
+	}
+	if s.tick == nil && !s.closed {
+		s.tick = time.AfterFunc(syncInterval, s.onTick)
+	}
+	return nil
+}
+
+// onTick bounds the durability window in time, and writes a checkpoint when
+// one is due.
+func (s *Session) onTick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tick = nil
+	if s.closed || s.err != nil {
+		return
+	}
+	err := s.syncLocked()
+	if err == nil && s.sinceCheckpoint > 0 && s.now().Sub(s.lastCheckpoint) >= checkpointInterval {
+		err = s.checkpointLocked()
+	}
+	if s.fail(err) == nil && (s.unsynced > 0 || s.sinceCheckpoint > 0) {
+		s.tick = time.AfterFunc(syncInterval, s.onTick)
+	}
+}
+
+// syncLocked writes pending log records and fsyncs all three files.
+func (s *Session) syncLocked() error {
+	if err := s.chain.Flush(); err != nil {
+		return s.fail(err)
+	}
+	for _, f := range []*os.File{s.ts.File, s.tm.File, s.log} {
+		if err := f.Sync(); err != nil {
+			return s.fail(fmt.Errorf("recorder: fsync: %w", err))
+		}
+	}
+	s.unsynced = 0
+	return nil
+}
+
+func (s *Session) checkpointLocked() error {
+	if err := s.chain.Checkpoint(s.fileAttrs()); err != nil {
+		return s.fail(err)
+	}
+	s.sinceCheckpoint, s.lastCheckpoint = 0, s.now()
+	return nil
+}
+
+// closeEvidence writes the close record and the final signed checkpoint.
+// It runs even after a write failure, so the log says how the record ended.
+func (s *Session) closeEvidence(exitCode int, extra []Header, failure error) error {
+	a := s.fileAttrs()
+	a[integrity.AttrExitCode] = strconv.Itoa(exitCode)
+	for _, stream := range []string{integrity.StreamIn, integrity.StreamOut, integrity.StreamErr} {
+		a[integrity.AttrCloseBytes+stream] = strconv.FormatInt(s.counted[stream], 10)
+	}
+	for _, h := range extra {
+		a[h.Name] = h.Value
+	}
+	if failure != nil {
+		a["write_error"] = failure.Error()
+	}
+	err := s.chain.Append(integrity.TypeClose, a)
+	if err == nil {
+		err = s.chain.Checkpoint(s.fileAttrs())
+	}
+	return err
+}
+
+// storable splits p at the size cap: what may still be stored, and the rest,
+// which is only counted. The first time the cap is reached the timing file
+// says so too. Callers hold mu.
+func (s *Session) storable(p []byte) (stored, rest []byte) {
+	if s.opts.MaxBytes <= 0 {
+		return p, nil
+	}
+	room := max(s.opts.MaxBytes-s.stored, 0)
+	if int64(len(p)) <= room {
+		return p, nil
+	}
+	if !s.capped {
+		s.capped = true
+		s.fail(s.writeTiming(appendHeaders(nil, []Header{{"APTL_SIZE_LIMIT", "reached at " + strconv.FormatInt(s.opts.MaxBytes, 10) + " bytes; later data is counted and digested in the integrity log, not stored"}})))
+	}
+	return p[:room], p[room:]
+}
+
+var errNoSigner = errors.New("recorder: no signer for checkpoints")

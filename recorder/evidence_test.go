@@ -1,0 +1,157 @@
+package recorder
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
+)
+
+func trusted() []gossh.PublicKey { return []gossh.PublicKey{testOptions().Signer.PublicKey()} }
+
+func TestRecordVerifies(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "s", Term: "xterm", Rows: 24, Cols: 80})
+	mustOK(t, s.Input([]byte("ls\r")))
+	mustOK(t, s.Output([]byte("ls\r\nfile\r\n")))
+	mustOK(t, s.Resize(30, 100))
+	mustOK(t, s.Event("request", map[string]string{"request": "signal", "name": "INT", "accepted": "true"}))
+	mustOK(t, s.Stderr([]byte("err")))
+	mustOK(t, s.Close(0, Header{"APTL_CLOSE_REASON", "shell-exited"}))
+	rep := integrity.Verify(s.Dir(), trusted())
+	if !rep.OK() {
+		t.Fatalf("fresh record does not verify: %v", rep.Anomalies)
+	}
+	if rep.Bytes.In != 3 || rep.Bytes.Out != 10 || rep.Bytes.Err != 3 || rep.Bytes.Stored != 16 {
+		t.Errorf("totals = %+v", rep.Bytes)
+	}
+}
+
+// TestCheckpointsByVolume writes more than checkpointBytes: besides the one
+// at close, the log must hold signed heads on the way.
+func TestCheckpointsByVolume(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "big"})
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	for n := 0; n < checkpointBytes*5/2; n += len(chunk) {
+		mustOK(t, s.Output(chunk))
+	}
+	mustOK(t, s.Close(0))
+	rep := integrity.Verify(s.Dir(), trusted())
+	if !rep.OK() || rep.Signed < 3 {
+		t.Fatalf("signed checkpoints = %d, anomalies %v; want 2 on the way and 1 at close", rep.Signed, rep.Anomalies)
+	}
+}
+
+func TestSizeCapKeepsTheChain(t *testing.T) {
+	root := t.TempDir()
+	opts := testOptions()
+	opts.MaxBytes = 1000
+	s, err := Create(root, Meta{RunID: "r", SessionID: "capped"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 30; i++ {
+		mustOK(t, s.Output([]byte(fmt.Sprintf("%099d\n", i))))
+	}
+	mustOK(t, s.Close(0))
+	rep := integrity.Verify(s.Dir(), trusted())
+	if !rep.OK() {
+		t.Fatalf("capped record does not verify: %v", rep.Anomalies)
+	}
+	if rep.Bytes.Out != 3000 || rep.Bytes.Stored != 1000 {
+		t.Errorf("counted %d, stored %d; want 3000 and 1000", rep.Bytes.Out, rep.Bytes.Stored)
+	}
+	log := readRecord(t, s.Dir(), integrity.LogFile)
+	if !strings.Contains(log, `"type":"gap"`) || !strings.Contains(log, `"reason":"size-limit"`) {
+		t.Error("the log does not say data went unstored")
+	}
+	if !strings.Contains(readRecord(t, s.Dir(), "timing"), "APTL_SIZE_LIMIT") {
+		t.Error("the timing file does not say the cap was reached")
+	}
+}
+
+func TestStrictSyncWritesLogBeforeReturning(t *testing.T) {
+	opts := testOptions()
+	opts.Sync = SyncStrict
+	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "strict"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(0)
+	mustOK(t, s.Output([]byte("durable")))
+	// No Close, no tick: the data record must already be in the file.
+	if log := readRecord(t, s.Dir(), integrity.LogFile); !strings.Contains(log, `"type":"data"`) {
+		t.Error("strict mode returned before the data record was written")
+	}
+}
+
+// BenchmarkOutput measures recording 4 KiB chunks: "plain" writes the same
+// typescript bytes and timing lines to two files, as the recorder would
+// without the integrity log; "interval" and "strict" are the recorder with
+// the log under each durability mode. log-bytes/MiB is the log's size per
+// MiB of transcript.
+func BenchmarkOutput(b *testing.B) {
+	p := bytes.Repeat([]byte("0123456789abcdef"), 4096/16)
+	b.Run("plain", func(b *testing.B) {
+		ts, _ := os.Create(filepath.Join(b.TempDir(), "ts"))
+		tm, _ := os.Create(filepath.Join(b.TempDir(), "tm"))
+		defer ts.Close()
+		defer tm.Close()
+		b.SetBytes(int64(len(p)))
+		for b.Loop() {
+			ts.Write(p)
+			tm.Write([]byte("O 0.000012 4096\n"))
+		}
+	})
+	for _, mode := range []SyncMode{SyncInterval, SyncStrict} {
+		b.Run(mode.String(), func(b *testing.B) {
+			opts := testOptions()
+			opts.Sync = mode
+			s, err := Create(b.TempDir(), Meta{RunID: "r", SessionID: "s"}, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(p)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.Output(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			s.Close(0)
+			st, _ := os.Stat(filepath.Join(s.Dir(), "pty", integrity.LogFile))
+			_, out := s.Bytes()
+			b.ReportMetric(float64(st.Size())/(float64(out)/(1<<20)), "log-bytes/MiB")
+		})
+	}
+}
+
+// BenchmarkVerify measures the verifier's throughput over a 64 MiB record.
+func BenchmarkVerify(b *testing.B) {
+	s, err := Create(b.TempDir(), Meta{RunID: "r", SessionID: "v"}, testOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte("y"), 32<<10)
+	const size = 64 << 20
+	for n := 0; n < size; n += len(chunk) {
+		if err := s.Output(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(0); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	for b.Loop() {
+		if rep := integrity.Verify(s.Dir(), trusted()); !rep.OK() {
+			b.Fatal(rep.Anomalies)
+		}
+	}
+}
