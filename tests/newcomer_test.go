@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -40,40 +39,8 @@ func TestNewcomerDefaults(t *testing.T) {
 	work := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0")
-	srv.Dir = work
-	srv.WaitDelay = 5 * time.Second
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs syncBuffer
-	srv.Stderr = &logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-
-	sshLine := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "ssh ") {
-				sshLine <- line
-			}
-		}
-		close(sshLine)
-	}()
-	var line string
-	select {
-	case line = <-sshLine:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve printed no ssh command; logs:\n%s", logs.String())
-	}
-	if line == "" {
-		t.Fatalf("serve exited without printing an ssh command; logs:\n%s", logs.String())
-	}
-	args := append(strings.Fields(line)[1:], "-o", "BatchMode=yes", "echo NEWCOMER_$((40+2))")
+	srv, sshArgs, logs := startServe(t, bin, work)
+	args := append(sshArgs, "-o", "BatchMode=yes", "echo NEWCOMER_$((40+2))")
 	out, err := exec.CommandContext(ctx, "ssh", args...).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "NEWCOMER_42" {
 		t.Fatalf("printed ssh command failed: %v\n%s\nserver logs:\n%s", err, out, logs.String())

@@ -1,0 +1,518 @@
+package integrity
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// Reconciliation of a harvested run: every Kali-side session is verified,
+// then compared with the tool server's own tee of what its client received.
+//
+// The lab's harvest layout:
+//
+//	<run-dir>/kali-side/<session_id>/          a session directory (Verify)
+//	<run-dir>/mcp-side/sessions/<session_id>.jsonl
+//	    {"ts": <epoch ms>, "dir": "out"|"err", "b64": "<base64 bytes>"} per line
+//
+// The comparison streams both sides, so memory stays bounded by one tee
+// line (maxTeeLine) whatever the size of the session.
+
+const (
+	kaliSideDir = "kali-side"
+	teeDirPath  = "mcp-side/sessions"
+	teeSuffix   = ".jsonl"
+
+	// maxTeeLine bounds one tee line; the tool server writes a line per
+	// read of the client channel, far below this.
+	maxTeeLine = 16 << 20
+	// maxTeeLineReports bounds the malformed-line anomalies of one tee.
+	maxTeeLineReports = 20
+	// compareChunk is the unit in which both sides are read and compared.
+	compareChunk = 64 << 10
+)
+
+// teeStreams pairs each log stream the tee records with the tee's name for
+// it and the close-record attribute holding how many of its bytes the
+// client's channel accepted (the recorder records before it delivers, so a
+// session can record more than it delivered).
+var teeStreams = []struct{ stream, dir, delivered string }{
+	{StreamOut, "out", "APTL_BYTES_DELIVERED"},
+	{StreamErr, "err", "APTL_BYTES_DELIVERED_STDERR"},
+}
+
+// RunReport is the verdict on one harvested run directory.
+type RunReport struct {
+	RunDir   string                   `json:"run_dir"`
+	Sessions []*SessionReconciliation `json:"sessions"`
+	// Anomalies are run-level: a tee with no Kali-side session, an
+	// unreadable directory, an entry that is not a session.
+	Anomalies []Anomaly `json:"anomalies"`
+}
+
+// SessionReconciliation is one Kali-side session: its verification, and
+// how its delivered bytes compare with the tool server's tee.
+type SessionReconciliation struct {
+	SessionID string  `json:"session_id"`
+	Report    *Report `json:"report"` // Verify of kali-side/<id>
+	Tee       string  `json:"tee,omitempty"`
+	// Anomalies are the reconciliation's: malformed tee lines and
+	// divergences; File is the tee or the typescript.
+	Anomalies []Anomaly `json:"anomalies"`
+}
+
+// OK reports whether every session verified, matched its tee where there
+// is one, and nothing is wrong at the run level.
+func (r *RunReport) OK() bool {
+	if len(r.Anomalies) > 0 {
+		return false
+	}
+	for _, s := range r.Sessions {
+		if !s.Report.OK() || len(s.Anomalies) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *RunReport) anomaly(file, format string, args ...any) {
+	r.Anomalies = append(r.Anomalies, Anomaly{File: file, Seq: -1, Offset: -1, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (s *SessionReconciliation) anomaly(file string, off int64, format string, args ...any) {
+	s.Anomalies = append(s.Anomalies, Anomaly{File: file, Seq: -1, Offset: off, Msg: fmt.Sprintf(format, args...)})
+}
+
+// VerifyRun verifies every session under runDir/kali-side against trusted
+// keys and reconciles each one that has a tee with it. A session without a
+// tee is not an anomaly (not every session is teed); a tee without a
+// session is.
+func VerifyRun(runDir string, trusted []gossh.PublicKey) *RunReport {
+	rr := &RunReport{RunDir: runDir}
+	tees := rr.listTees()
+	kali := filepath.Join(runDir, kaliSideDir)
+	entries, err := os.ReadDir(kali)
+	if err != nil {
+		rr.anomaly(kali, "cannot read the Kali-side sessions: %v", err)
+	}
+	for _, e := range entries {
+		dir := filepath.Join(kali, e.Name())
+		if !e.IsDir() {
+			rr.anomaly(dir, "not a session directory (symbolic links are not followed)")
+			continue
+		}
+		sr := &SessionReconciliation{SessionID: e.Name(), Report: Verify(dir, trusted)}
+		if tee, ok := tees[e.Name()]; ok {
+			delete(tees, e.Name())
+			sr.Tee = tee
+			sr.reconcile(dir)
+		}
+		rr.Sessions = append(rr.Sessions, sr)
+	}
+	if len(rr.Sessions) == 0 && err == nil {
+		rr.anomaly(kali, "no sessions: nothing was verified")
+	}
+	ids := make([]string, 0, len(tees))
+	for id := range tees {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		rr.anomaly(tees[id], "tee of session %q, which has no Kali-side session", id)
+	}
+	return rr
+}
+
+// listTees returns the tee files by session id. A run without a tee
+// directory has no tees.
+func (rr *RunReport) listTees() map[string]string {
+	dir := filepath.Join(rr.RunDir, teeDirPath)
+	tees := map[string]string{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			rr.anomaly(dir, "cannot read the tool server's tees: %v", err)
+		}
+		return tees
+	}
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), teeSuffix)
+		if !ok {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if !e.Type().IsRegular() {
+			rr.anomaly(path, "tee is not a regular file (symbolic links are not followed)")
+			continue
+		}
+		tees[id] = path
+	}
+	return tees
+}
+
+// reconcile compares, per stream, the bytes the session in dir recorded as
+// delivered with the tee. Only the records Verify vouched for are used: the
+// bytes of a broken or tampered log are not evidence of anything.
+func (s *SessionReconciliation) reconcile(dir string) {
+	logPath := filepath.Join(dir, PTYDir, LogFile)
+	if s.Report.Records == 0 {
+		s.anomaly(s.Tee, -1, "not reconciled: no record of the session's integrity log verified")
+		return
+	}
+	recs, err := verifiedRecords(logPath, s.Report.Records)
+	if err != nil {
+		s.anomaly(logPath, -1, "not reconciled: %v", err)
+		return
+	}
+	tsPath := filepath.Join(dir, PTYDir, TypescriptFile)
+	ts, err := os.Open(tsPath)
+	if err != nil {
+		s.anomaly(tsPath, -1, "not reconciled: %v", err)
+		return
+	}
+	defer ts.Close()
+	teeLens, ok := s.scanTee()
+	if !ok {
+		return
+	}
+	for _, st := range teeStreams {
+		limit, seq, err := delivered(recs, st.delivered)
+		if err != nil {
+			s.Anomalies = append(s.Anomalies, Anomaly{File: logPath, Seq: seq, Offset: -1,
+				Msg: fmt.Sprintf("%v; comparing every recorded byte of the %s stream", err, st.dir)})
+		}
+		segs, sideLen := sideSegments(recs, st.stream, limit)
+		if limit > sideLen {
+			s.Anomalies = append(s.Anomalies, Anomaly{File: logPath, Seq: seq, Offset: -1,
+				Msg: fmt.Sprintf("%s stream: the close record counts %d bytes delivered, only %d were recorded", st.dir, limit, sideLen)})
+		}
+		c := &streamCompare{s: s, ts: ts, tsPath: tsPath, dir: st.dir, segs: segs, sideLen: sideLen, teeLen: teeLens[st.dir]}
+		c.run()
+	}
+}
+
+// verifiedRecords decodes the first n records of the log, which Verify
+// has checked.
+func verifiedRecords(path string, n int) ([]Record, error) {
+	lines, err := readLog(path)
+	if err != nil {
+		return nil, err
+	}
+	if n > len(lines) {
+		return nil, fmt.Errorf("log has %d records, %d verified", len(lines), n)
+	}
+	recs := make([]Record, n)
+	for i := range recs {
+		if err := json.Unmarshal(lines[i].text, &recs[i]); err != nil {
+			return nil, fmt.Errorf("record %d: %w", i, err)
+		}
+	}
+	return recs, nil
+}
+
+// delivered returns the byte count the close record holds in attr, and the
+// record's seq; -1 (compare every recorded byte) when the session is
+// unfinalized or the record does not say.
+func delivered(recs []Record, attr string) (n, seq int64, err error) {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Type != TypeClose {
+			continue
+		}
+		v, ok := recs[i].Attrs[attr]
+		if !ok {
+			return -1, int64(i), nil
+		}
+		if n, err = strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
+			return -1, int64(i), fmt.Errorf("close record: %s is %.40q, not a byte count", attr, v)
+		}
+		return n, int64(i), nil
+	}
+	return -1, -1, nil
+}
+
+// segment is a run of one stream's bytes as the log accounts for them:
+// stored in the typescript at off, or (off < 0) known only by their
+// SHA-256, because they were past the size cap or a write failed. sha is
+// "" when the run is only part of what the digest covers.
+type segment struct {
+	off, len int64
+	sha      string
+}
+
+// sideSegments lists stream's bytes in record order, cut after limit bytes
+// (limit < 0: no cut), and their total.
+func sideSegments(recs []Record, stream string, limit int64) ([]segment, int64) {
+	var segs []segment
+	var total int64
+	for _, r := range recs {
+		d := r.Data
+		if (r.Type != TypeData && r.Type != TypeGap) || d == nil || d.Stream != stream || d.Len <= 0 {
+			continue
+		}
+		n := d.Len
+		if limit >= 0 {
+			n = min(n, limit-total)
+		}
+		if n <= 0 {
+			break
+		}
+		sg := segment{off: d.Off, len: n, sha: d.SHA256}
+		if n < d.Len {
+			sg.sha = ""
+		}
+		segs = append(segs, sg)
+		total += n
+	}
+	return segs, total
+}
+
+// scanTee reads the tee once: each malformed line becomes an anomaly (and
+// is skipped by the comparison), and the byte count per direction is
+// returned. It reports false when the tee cannot be read at all.
+func (s *SessionReconciliation) scanTee() (map[string]int64, bool) {
+	t, err := openTee(s.Tee, "")
+	if err != nil {
+		s.anomaly(s.Tee, -1, "cannot read the tee: %v", err)
+		return nil, false
+	}
+	defer t.Close()
+	lens := map[string]int64{}
+	bad := 0
+	for {
+		dir, data, err := t.next()
+		var le *teeLineError
+		switch {
+		case err == io.EOF:
+			if bad > maxTeeLineReports {
+				s.anomaly(s.Tee, -1, "%d more malformed lines", bad-maxTeeLineReports)
+			}
+			return lens, true
+		case errors.As(err, &le):
+			if bad++; bad <= maxTeeLineReports {
+				s.anomaly(s.Tee, le.off, "line %d: malformed tee line: %s", le.line, le.msg)
+			}
+		case err != nil:
+			s.anomaly(s.Tee, -1, "cannot read the tee: %v", err)
+			return nil, false
+		default:
+			lens[dir] += int64(len(data))
+		}
+	}
+}
+
+// streamCompare compares one stream of a session with the same direction
+// of its tee.
+type streamCompare struct {
+	s       *SessionReconciliation
+	ts      io.ReaderAt
+	tsPath  string
+	dir     string // the tee's name of the stream: "out" or "err"
+	segs    []segment
+	sideLen int64
+	teeLen  int64
+}
+
+var (
+	// errUnstored stops a sideReader at bytes the typescript does not hold.
+	errUnstored = errors.New("bytes not stored in the typescript")
+	// errTSShort reports a typescript that ends before bytes its log records.
+	errTSShort = errors.New("typescript ends before bytes its log records")
+	// errReported stops a comparison whose anomaly is already reported.
+	errReported = errors.New("reported")
+)
+
+// run walks the stream segment by segment: stored bytes are compared byte
+// for byte, unstored ones against their digest. Only the first divergence
+// is reported; what follows it is shifted or unrelated.
+func (c *streamCompare) run() {
+	tee, err := openTee(c.s.Tee, c.dir)
+	if err != nil {
+		c.s.anomaly(c.s.Tee, -1, "cannot read the tee: %v", err)
+		return
+	}
+	defer tee.Close()
+	var pos, same int64
+	for _, sg := range c.segs {
+		if sg.off < 0 {
+			same, err = c.checkUnstored(tee, sg, pos)
+		} else {
+			same, err = equalPrefix(io.NewSectionReader(c.ts, sg.off, sg.len), tee, sg.len)
+		}
+		switch {
+		case errors.Is(err, errReported):
+			return
+		case errors.Is(err, errTSShort):
+			c.s.anomaly(c.tsPath, sg.off+same, "%s stream: %v", c.dir, err)
+			return
+		case err != nil:
+			c.s.anomaly(c.s.Tee, -1, "%s stream: %v", c.dir, err)
+			return
+		case same < sg.len:
+			c.diverged(pos + same)
+			return
+		}
+		pos += sg.len
+	}
+	if c.teeLen > pos {
+		c.diverged(pos)
+	}
+}
+
+// checkUnstored hashes the tee's next sg.len bytes and compares them with
+// the digest of bytes the sidecar counted but did not store (past the size
+// cap, or a failed write). It returns how many bytes the tee had.
+func (c *streamCompare) checkUnstored(tee io.Reader, sg segment, pos int64) (int64, error) {
+	h := sha256.New()
+	n, err := io.CopyN(h, tee, sg.len)
+	if err != nil && err != io.EOF {
+		return n, err
+	}
+	switch {
+	case n < sg.len:
+	case sg.sha == "":
+		c.s.anomaly(c.s.Tee, pos, "%s stream: tee bytes %d..%d cannot be checked: the sidecar did not store them and delivered only part of what their digest covers",
+			c.dir, pos, pos+sg.len)
+	case hex.EncodeToString(h.Sum(nil)) != sg.sha:
+		c.s.anomaly(c.s.Tee, pos, "%s stream: tee bytes %d..%d differ from the digest of the bytes the sidecar counted but did not store",
+			c.dir, pos, pos+sg.len)
+		return n, errReported
+	}
+	return n, nil
+}
+
+// equalPrefix reads n bytes of side and up to n of tee, and returns how
+// many leading bytes agree. A side shorter than n is errTSShort, or the
+// side's own error.
+func equalPrefix(side, tee io.Reader, n int64) (int64, error) {
+	a, b := make([]byte, compareChunk), make([]byte, compareChunk)
+	var same int64
+	for same < n {
+		k := int(min(n-same, compareChunk))
+		if _, err := io.ReadFull(side, a[:k]); err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				err = errTSShort
+			}
+			return same, err
+		}
+		m, err := io.ReadFull(tee, b[:k])
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return same, err
+		}
+		for i := range m {
+			if a[i] != b[i] {
+				return same + int64(i), nil
+			}
+		}
+		if same += int64(m); m < k {
+			break
+		}
+	}
+	return same, nil
+}
+
+// diverged reports the first difference, at stream offset n, classified
+// when the rest of the streams shows a single inserted, removed or changed
+// byte. The length difference admits at most one of the three.
+func (c *streamCompare) diverged(n int64) {
+	var msg string
+	switch d := c.teeLen - c.sideLen; {
+	case d == 1 && c.tailsEqual(n, 0, 1):
+		msg = fmt.Sprintf("byte inserted in the tee at offset %d", n)
+	case d == -1 && c.tailsEqual(n, 1, 0):
+		msg = fmt.Sprintf("byte removed from the tee at offset %d", n)
+	case d == 0 && n < c.sideLen && c.tailsEqual(n, 1, 1):
+		var s [1]byte
+		io.ReadFull(&sideReader{ts: c.ts, segs: c.segs, skip: n}, s[:])
+		_, t := c.teeAt(n)
+		msg = fmt.Sprintf("byte changed at offset %d (sidecar 0x%02x, tee 0x%02x)", n, s[0], t)
+	default:
+		msg = fmt.Sprintf("streams differ from offset %d (sidecar %d bytes, tee %d bytes)", n, c.sideLen, c.teeLen)
+	}
+	if line, _ := c.teeAt(n); line > 0 {
+		msg += fmt.Sprintf("; the tee's byte %d is on its line %d", n, line)
+	}
+	c.s.anomaly(c.s.Tee, n, "%s stream: %s", c.dir, msg)
+}
+
+// teeAt returns the tee's stream byte n and the line it is on; line 0 when
+// the tee ends before it.
+func (c *streamCompare) teeAt(n int64) (line int, b byte) {
+	tee, err := c.teeFrom(n)
+	if err != nil {
+		return 0, 0
+	}
+	defer tee.Close()
+	if tee.fill() != nil {
+		return 0, 0
+	}
+	return tee.line, tee.buf[0]
+}
+
+// tailsEqual reports whether side[n+skipSide:] equals tee[n+skipTee:],
+// which the caller has made the same length. Unstored bytes in the side's
+// tail make it false: they cannot be compared under a shift.
+func (c *streamCompare) tailsEqual(n, skipSide, skipTee int64) bool {
+	tee, err := c.teeFrom(n + skipTee)
+	if err != nil {
+		return false
+	}
+	defer tee.Close()
+	rest := c.sideLen - n - skipSide
+	same, err := equalPrefix(&sideReader{ts: c.ts, segs: c.segs, skip: n + skipSide}, tee, rest)
+	return err == nil && same == rest
+}
+
+// teeFrom opens the tee's stream positioned at stream offset n.
+func (c *streamCompare) teeFrom(n int64) (*teeStream, error) {
+	tee, err := openTee(c.s.Tee, c.dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.CopyN(io.Discard, tee, n); err != nil {
+		tee.Close()
+		return nil, err
+	}
+	return tee, nil
+}
+
+// sideReader reads a stream's stored bytes from skip on, and fails with
+// errUnstored at bytes the typescript does not hold.
+type sideReader struct {
+	ts   io.ReaderAt
+	segs []segment
+	skip int64 // offset into segs[0]
+}
+
+func (r *sideReader) Read(p []byte) (int, error) {
+	for len(r.segs) > 0 && r.skip >= r.segs[0].len {
+		r.skip -= r.segs[0].len
+		r.segs = r.segs[1:]
+	}
+	if len(r.segs) == 0 {
+		return 0, io.EOF
+	}
+	sg := r.segs[0]
+	if sg.off < 0 {
+		return 0, errUnstored
+	}
+	want := min(int64(len(p)), sg.len-r.skip)
+	n, err := r.ts.ReadAt(p[:want], sg.off+r.skip)
+	r.skip += int64(n)
+	if int64(n) == want {
+		return n, nil
+	}
+	if err == io.EOF {
+		err = errTSShort
+	}
+	return n, err
+}

@@ -1,0 +1,472 @@
+package integrity_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/recorder"
+)
+
+// The package's external tests: they record real sessions with package
+// recorder, which imports integrity.
+
+var (
+	reconcileSignerOnce sync.Once
+	reconcileSigner     gossh.Signer
+)
+
+// signer is the sidecar host key of these tests: a fresh ed25519 key.
+func signer(t *testing.T) gossh.Signer {
+	t.Helper()
+	reconcileSignerOnce.Do(func() {
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			panic(err)
+		}
+		if reconcileSigner, err = gossh.NewSignerFromKey(priv); err != nil {
+			panic(err)
+		}
+	})
+	return reconcileSigner
+}
+
+// sessionSpec is what a recorded session saw, in order.
+type sessionSpec struct {
+	id       string
+	steps    []chunk
+	maxBytes int64
+	// deliveredOut and deliveredErr are the counts the close record
+	// carries; -1 leaves the header out.
+	deliveredOut, deliveredErr int64
+}
+
+type chunk struct {
+	stream string // integrity.StreamIn, StreamOut or StreamErr
+	p      string
+}
+
+// recordSession records spec with the real recorder under a scratch root
+// and moves the session into runDir/kali-side, as the lab's harvest does.
+// It returns the concatenated output and stderr bytes.
+func recordSession(t *testing.T, runDir string, spec sessionSpec) (out, errOut []byte) {
+	t.Helper()
+	root := t.TempDir()
+	s, err := recorder.Create(root, recorder.Meta{RunID: "run-1", SessionID: spec.id},
+		recorder.Options{Signer: signer(t), MaxBytes: spec.maxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range spec.steps {
+		switch c.stream {
+		case integrity.StreamIn:
+			err = s.Input([]byte(c.p))
+		case integrity.StreamOut:
+			err, out = s.Output([]byte(c.p)), append(out, c.p...)
+		case integrity.StreamErr:
+			err, errOut = s.Stderr([]byte(c.p)), append(errOut, c.p...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hs []recorder.Header
+	if spec.deliveredOut >= 0 {
+		hs = append(hs, recorder.Header{Name: "APTL_BYTES_DELIVERED", Value: strconv.FormatInt(spec.deliveredOut, 10)})
+	}
+	if spec.deliveredErr >= 0 {
+		hs = append(hs, recorder.Header{Name: "APTL_BYTES_DELIVERED_STDERR", Value: strconv.FormatInt(spec.deliveredErr, 10)})
+	}
+	if err := s.Close(0, hs...); err != nil {
+		t.Fatal(err)
+	}
+	kali := filepath.Join(runDir, "kali-side")
+	if err := os.MkdirAll(kali, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.Dir(), filepath.Join(kali, spec.id)); err != nil {
+		t.Fatal(err)
+	}
+	return out, errOut
+}
+
+// teeEntry is one line the tool server logs.
+type teeEntry struct {
+	dir string // "out" or "err"
+	p   []byte
+}
+
+// writeTee writes the tool server's tee of session id, splitting each
+// entry into lines of at most 7 bytes so that its chunking differs from
+// the sidecar's.
+func writeTee(t *testing.T, runDir, id string, entries ...teeEntry) string {
+	t.Helper()
+	return writeTeeLines(t, runDir, id, 7, entries...)
+}
+
+// writeTeeLines is writeTee with lines of at most size bytes.
+func writeTeeLines(t *testing.T, runDir, id string, size int, entries ...teeEntry) string {
+	t.Helper()
+	var b strings.Builder
+	ts := 1767225600000
+	for _, e := range entries {
+		for p := e.p; len(p) > 0; {
+			n := min(len(p), size)
+			line, err := json.Marshal(map[string]any{"ts": ts, "dir": e.dir, "b64": base64.StdEncoding.EncodeToString(p[:n])})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(append(line, '\n'))
+			p, ts = p[n:], ts+1
+		}
+	}
+	return writeTeeText(t, runDir, id, b.String())
+}
+
+func writeTeeText(t *testing.T, runDir, id, text string) string {
+	t.Helper()
+	dir := filepath.Join(runDir, "mcp-side", "sessions")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, id+".jsonl")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func trusted(t *testing.T) []gossh.PublicKey { return []gossh.PublicKey{signer(t).PublicKey()} }
+
+// ptySpec is an interactive session: output around some input.
+func ptySpec(id string) sessionSpec {
+	return sessionSpec{id: id, deliveredOut: -1, deliveredErr: -1, steps: []chunk{
+		{integrity.StreamOut, "$ "},
+		{integrity.StreamIn, "ls -l\r"},
+		{integrity.StreamOut, "ls -l\r\ntotal 0\r\n"},
+		{integrity.StreamOut, "-rw-r--r-- 1 kali kali 0 notes.txt\r\n$ "},
+	}}
+}
+
+func withDelivered(s sessionSpec, out int64) sessionSpec { s.deliveredOut = out; return s }
+
+func insertAt(p []byte, i int, b byte) []byte {
+	return append(append(append([]byte{}, p[:i]...), b), p[i:]...)
+}
+
+func removeAt(p []byte, i int) []byte { return append(append([]byte{}, p[:i]...), p[i+1:]...) }
+
+func changeAt(p []byte, i int, b byte) []byte {
+	q := append([]byte{}, p...)
+	q[i] = b
+	return q
+}
+
+func TestReconcileRun(t *testing.T) {
+	spec := ptySpec("sess-1")
+	tests := []struct {
+		name string
+		tee  func(out []byte) []teeEntry
+		want string // substring of the one reconciliation anomaly; "" for none
+		off  int64
+	}{
+		{"match", func(out []byte) []teeEntry { return []teeEntry{{"out", out}} }, "", 0},
+		{"inserted", func(out []byte) []teeEntry { return []teeEntry{{"out", insertAt(out, 9, 'X')}} },
+			"out stream: byte inserted in the tee at offset 9", 9},
+		{"inserted at end", func(out []byte) []teeEntry { return []teeEntry{{"out", insertAt(out, len(out), '\a')}} },
+			"byte inserted in the tee at offset 56", 56},
+		{"removed", func(out []byte) []teeEntry { return []teeEntry{{"out", removeAt(out, 20)}} },
+			"out stream: byte removed from the tee at offset 20", 20},
+		{"changed", func(out []byte) []teeEntry { return []teeEntry{{"out", changeAt(out, 0, '#')}} },
+			"out stream: byte changed at offset 0 (sidecar 0x24, tee 0x23)", 0},
+		{"truncated", func(out []byte) []teeEntry { return []teeEntry{{"out", out[:50]}} },
+			"out stream: streams differ from offset 50 (sidecar 56 bytes, tee 50 bytes)", 50},
+		{"two changes", func(out []byte) []teeEntry { return []teeEntry{{"out", changeAt(changeAt(out, 3, 'x'), 40, 'y')}} },
+			"out stream: streams differ from offset 3 (sidecar 56 bytes, tee 56 bytes); the tee's byte 3 is on its line 1", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runDir := t.TempDir()
+			out, _ := recordSession(t, runDir, spec)
+			if len(out) != 56 {
+				t.Fatalf("recorded %d output bytes; the cases assume 56", len(out))
+			}
+			tee := writeTee(t, runDir, spec.id, tt.tee(out)...)
+			rr := integrity.VerifyRun(runDir, trusted(t))
+			sr := oneSession(t, rr, spec.id)
+			if sr.Tee != tee {
+				t.Errorf("Tee = %q, want %q", sr.Tee, tee)
+			}
+			if !sr.Report.OK() {
+				t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
+			}
+			checkOne(t, rr, sr, tee, tt.want, tt.off)
+		})
+	}
+}
+
+// oneSession returns the run's only session, which must be id.
+func oneSession(t *testing.T, rr *integrity.RunReport, id string) *integrity.SessionReconciliation {
+	t.Helper()
+	if len(rr.Sessions) != 1 || rr.Sessions[0].SessionID != id {
+		t.Fatalf("sessions = %+v, want just %s", rr.Sessions, id)
+	}
+	return rr.Sessions[0]
+}
+
+// checkOne checks that sr has exactly the anomaly want (none when want is
+// "") in file at offset off, and the run's verdict.
+func checkOne(t *testing.T, rr *integrity.RunReport, sr *integrity.SessionReconciliation, file, want string, off int64) {
+	t.Helper()
+	if len(rr.Anomalies) != 0 {
+		t.Errorf("run anomalies: %v", rr.Anomalies)
+	}
+	if want == "" {
+		if len(sr.Anomalies) != 0 || !rr.OK() {
+			t.Errorf("OK = %v, anomalies %v; want OK", rr.OK(), sr.Anomalies)
+		}
+		return
+	}
+	if rr.OK() {
+		t.Error("run reported OK despite a divergence")
+	}
+	if len(sr.Anomalies) != 1 {
+		t.Fatalf("anomalies = %v, want one: %q", sr.Anomalies, want)
+	}
+	a := sr.Anomalies[0]
+	t.Logf("anomaly: %v", a)
+	if !strings.Contains(a.Msg, want) || a.File != file || a.Offset != off {
+		t.Errorf("anomaly = %+v\nwant file %s, offset %d, message containing %q", a, file, off, want)
+	}
+}
+
+// TestReconcileStderrAndDelivered covers a session without a PTY: stdout
+// and stderr are compared apart, each truncated to what the client's
+// channel accepted.
+func TestReconcileStderrAndDelivered(t *testing.T) {
+	spec := sessionSpec{id: "exec-1", deliveredOut: 10, deliveredErr: 9, steps: []chunk{
+		{integrity.StreamOut, "line one\n"},
+		{integrity.StreamErr, "warning: x\n"},
+		{integrity.StreamOut, "line two\n"},
+	}}
+	tests := []struct {
+		name    string
+		out, er func(out, errOut []byte) []byte
+		want    string
+		off     int64
+	}{
+		{"match delivered", func(o, _ []byte) []byte { return o[:10] }, func(_, e []byte) []byte { return e[:9] }, "", 0},
+		{"tee has undelivered bytes", func(o, _ []byte) []byte { return o }, func(_, e []byte) []byte { return e[:9] },
+			"out stream: streams differ from offset 10 (sidecar 10 bytes, tee 18 bytes)", 10},
+		{"stderr changed", func(o, _ []byte) []byte { return o[:10] }, func(_, e []byte) []byte { return changeAt(e[:9], 8, '!') },
+			"err stream: byte changed at offset 8 (sidecar 0x20, tee 0x21)", 8},
+		{"stderr removed", func(o, _ []byte) []byte { return o[:10] }, func(_, e []byte) []byte { return removeAt(e[:9], 0) },
+			"err stream: byte removed from the tee at offset 0", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runDir := t.TempDir()
+			out, errOut := recordSession(t, runDir, spec)
+			tee := writeTee(t, runDir, spec.id, teeEntry{"err", tt.er(out, errOut)}, teeEntry{"out", tt.out(out, errOut)})
+			rr := integrity.VerifyRun(runDir, trusted(t))
+			sr := oneSession(t, rr, spec.id)
+			if !sr.Report.OK() {
+				t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
+			}
+			checkOne(t, rr, sr, tee, tt.want, tt.off)
+		})
+	}
+}
+
+// TestReconcileUnstored: past the size cap the sidecar keeps only a digest;
+// the tee's bytes are checked against it.
+func TestReconcileUnstored(t *testing.T) {
+	spec := sessionSpec{id: "capped", maxBytes: 8, deliveredOut: 24, deliveredErr: -1, steps: []chunk{
+		{integrity.StreamOut, "0123456789abcdef"},
+		{integrity.StreamOut, "ghijklmn"},
+	}}
+	tests := []struct {
+		name string
+		tee  func(out []byte) []byte
+		want string
+		off  int64
+	}{
+		{"match", func(out []byte) []byte { return out }, "", 0},
+		{"changed past the cap", func(out []byte) []byte { return changeAt(out, 12, 'Z') },
+			"out stream: tee bytes 8..24 differ from the digest of the bytes the sidecar counted but did not store", 8},
+		{"changed before the cap", func(out []byte) []byte { return changeAt(out, 2, 'Z') },
+			"out stream: streams differ from offset 2 (sidecar 24 bytes, tee 24 bytes)", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runDir := t.TempDir()
+			out, _ := recordSession(t, runDir, spec)
+			tee := writeTee(t, runDir, spec.id, teeEntry{"out", tt.tee(out)})
+			rr := integrity.VerifyRun(runDir, trusted(t))
+			sr := oneSession(t, rr, spec.id)
+			if !sr.Report.OK() {
+				t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
+			}
+			checkOne(t, rr, sr, tee, tt.want, tt.off)
+		})
+	}
+}
+
+func TestReconcileMalformedTee(t *testing.T) {
+	spec := ptySpec("sess-1")
+	runDir := t.TempDir()
+	out, _ := recordSession(t, runDir, spec)
+	good := func(p []byte) string {
+		return `{"ts": 1767225600000, "dir": "out", "b64": "` + base64.StdEncoding.EncodeToString(p) + `"}` + "\n"
+	}
+	lines := []string{
+		good(out[:30]),
+		"not json\n",
+		`{"ts": 1, "dir": "in", "b64": ""}` + "\n",
+		`{"ts": 1, "dir": "out", "b64": "***"}` + "\n",
+		`{"dir": "out", "b64": ""}` + "\n",
+		good(out[30:]),
+	}
+	tee := writeTeeText(t, runDir, spec.id, strings.Join(lines, ""))
+	rr := integrity.VerifyRun(runDir, trusted(t))
+	sr := oneSession(t, rr, spec.id)
+	if rr.OK() {
+		t.Error("run with a malformed tee reported OK")
+	}
+	var off int64
+	for i, line := range lines {
+		if i >= 1 && i <= 4 {
+			want := "line " + strconv.Itoa(i+1) + ": malformed tee line"
+			if j := i - 1; j >= len(sr.Anomalies) || !strings.Contains(sr.Anomalies[j].Msg, want) ||
+				sr.Anomalies[j].Offset != off || sr.Anomalies[j].File != tee {
+				t.Errorf("anomalies = %v, want %q at offset %d", sr.Anomalies, want, off)
+			}
+		}
+		off += int64(len(line))
+	}
+	if len(sr.Anomalies) != 4 {
+		t.Errorf("anomalies = %v, want the 4 malformed lines and no divergence (they are skipped)", sr.Anomalies)
+	}
+}
+
+func TestReconcileRunLayout(t *testing.T) {
+	runDir := t.TempDir()
+	out, _ := recordSession(t, runDir, ptySpec("teed"))
+	recordSession(t, runDir, ptySpec("not-teed"))
+	writeTee(t, runDir, "teed", teeEntry{"out", out})
+	orphan := writeTee(t, runDir, "orphan", teeEntry{"out", []byte("hello")})
+	if err := os.WriteFile(filepath.Join(runDir, "mcp-side", "sessions", "README"), nil, 0o600); err != nil {
+		t.Fatal(err) // not a tee: no .jsonl suffix
+	}
+
+	rr := integrity.VerifyRun(runDir, trusted(t))
+	if rr.OK() {
+		t.Error("run with an orphan tee reported OK")
+	}
+	if len(rr.Anomalies) != 1 || rr.Anomalies[0].File != orphan || !strings.Contains(rr.Anomalies[0].Msg, `tee of session "orphan", which has no Kali-side session`) {
+		t.Errorf("run anomalies = %v, want the orphan tee", rr.Anomalies)
+	}
+	if len(rr.Sessions) != 2 {
+		t.Fatalf("sessions = %d, want 2", len(rr.Sessions))
+	}
+	for _, sr := range rr.Sessions {
+		if !sr.Report.OK() || len(sr.Anomalies) != 0 {
+			t.Errorf("session %s: report %v, anomalies %v", sr.SessionID, sr.Report.Anomalies, sr.Anomalies)
+		}
+	}
+	if rr.Sessions[0].SessionID != "not-teed" || rr.Sessions[0].Tee != "" || rr.Sessions[1].Tee == "" {
+		t.Errorf("sessions %s (tee %q), %s (tee %q)", rr.Sessions[0].SessionID, rr.Sessions[0].Tee, rr.Sessions[1].SessionID, rr.Sessions[1].Tee)
+	}
+
+	os.Remove(orphan)
+	if rr := integrity.VerifyRun(runDir, trusted(t)); !rr.OK() {
+		t.Errorf("without the orphan: not OK: %v", rr.Anomalies)
+	}
+	if rr := integrity.VerifyRun(t.TempDir(), trusted(t)); rr.OK() || len(rr.Anomalies) != 1 {
+		t.Errorf("empty run dir: OK %v, anomalies %v; want the missing kali-side reported", rr.OK(), rr.Anomalies)
+	}
+}
+
+// TestReconcileTamperedSession: bytes of a session whose log does not
+// verify are not used as evidence of delivery.
+func TestReconcileTamperedSession(t *testing.T) {
+	runDir := t.TempDir()
+	out, _ := recordSession(t, runDir, ptySpec("sess-1"))
+	writeTee(t, runDir, "sess-1", teeEntry{"out", out})
+	ts := filepath.Join(runDir, "kali-side", "sess-1", "pty", "typescript")
+	b, err := os.ReadFile(ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(b), "total 0")
+	b[i] = 'T'
+	if err := os.WriteFile(ts, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rr := integrity.VerifyRun(runDir, trusted(t))
+	sr := oneSession(t, rr, "sess-1")
+	if rr.OK() || sr.Report.OK() {
+		t.Fatal("tampered session reported OK")
+	}
+	// The tampered chunk is not trusted, so the tee runs past the verified bytes.
+	if len(sr.Anomalies) != 1 || !strings.Contains(sr.Anomalies[0].Msg, "streams differ from offset 2 ") {
+		t.Errorf("anomalies = %v, want the tee to run past the verified output", sr.Anomalies)
+	}
+}
+
+// TestReconcileLarge crosses the comparison's chunk boundaries: output of
+// several hundred KiB in pseudo-random bytes (all 256 values), recorded in
+// chunks larger than a data record coalesces.
+func TestReconcileLarge(t *testing.T) {
+	var p [3][]byte
+	x := uint32(2463534242)
+	for i := range p {
+		p[i] = make([]byte, 100_000+i)
+		for j := range p[i] {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			p[i][j] = byte(x)
+		}
+	}
+	spec := sessionSpec{id: "big", deliveredOut: -1, deliveredErr: -1, steps: []chunk{
+		{integrity.StreamOut, string(p[0])}, {integrity.StreamIn, "q"}, {integrity.StreamOut, string(p[1])}, {integrity.StreamOut, string(p[2])},
+	}}
+	tests := []struct {
+		name string
+		tee  func(out []byte) []byte
+		want string
+		off  int64
+	}{
+		{"match", func(out []byte) []byte { return out }, "", 0},
+		{"inserted at a chunk boundary", func(out []byte) []byte { return insertAt(out, 65536, out[65536]^0xff) },
+			"byte inserted in the tee at offset 65536", 65536},
+		{"changed in the second record", func(out []byte) []byte { return changeAt(out, 150_001, out[150_001]^1) },
+			"byte changed at offset 150001", 150_001},
+		{"last byte removed", func(out []byte) []byte { return out[:len(out)-1] },
+			"byte removed from the tee at offset 300002", 300_002},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runDir := t.TempDir()
+			out, _ := recordSession(t, runDir, spec)
+			tee := writeTeeLines(t, runDir, spec.id, 4093, teeEntry{"out", tt.tee(out)})
+			rr := integrity.VerifyRun(runDir, trusted(t))
+			sr := oneSession(t, rr, spec.id)
+			if !sr.Report.OK() {
+				t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
+			}
+			checkOne(t, rr, sr, tee, tt.want, tt.off)
+		})
+	}
+}
