@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 )
@@ -96,7 +97,7 @@ type verifier struct {
 	next      int64 // typescript offset the next stored data must start at
 	closeRec  *Record
 	closeSeq  int64
-	broken    bool // chain broken: later records are not trusted
+	lastHash  string // chain hash of the last record that checked out
 }
 
 // Verify checks the session in dir against keys the examiner trusts (the
@@ -223,6 +224,7 @@ func (v *verifier) replay(lines []logLine) (complete bool) {
 		}
 		sum := sha256.Sum256(ln.text)
 		prev = hex.EncodeToString(sum[:])
+		v.lastHash = prev
 		v.rep.Records = i + 1
 		v.rep.LastVerifiedSeq = seq
 		v.rep.LastVerifiedOffset = v.next
@@ -433,6 +435,7 @@ func (v *verifier) checkEnd(nLines int) {
 		v.anomaly(LogFile, v.rep.LastVerifiedSeq, -1,
 			"unfinalized: no close record (sidecar crash, or the log was cut); verified through record %d, typescript offset %d",
 			v.rep.LastVerifiedSeq, v.rep.LastVerifiedOffset)
+		v.checkRecovery()
 		return
 	}
 	if v.rep.LastVerifiedSeq != v.closeSeq+1 || int64(nLines) != v.closeSeq+2 {
@@ -484,4 +487,41 @@ func LastHead(dir string) (message []byte, sig string, err error) {
 		return nil, "", fmt.Errorf("%s: no checkpoint", LogFile)
 	}
 	return message, sig, nil
+}
+
+// checkRecovery reads the recovery file a restarted sidecar wrote for this
+// unfinalized session, if any, and reports what it states. It must continue
+// the chain from the last record that checks out and carry a trusted
+// signature; the session stays unfinalized either way.
+func (v *verifier) checkRecovery() {
+	lines, err := readLog(filepath.Join(v.rep.Dir, PTYDir, RecoveryFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil || len(lines) != 2 || !lines[0].complete || !lines[1].complete {
+		v.anomaly(RecoveryFile, -1, -1, "recovery file is not one recovery record and one checkpoint")
+		return
+	}
+	var rec, cp Record
+	if json.Unmarshal(lines[0].text, &rec) != nil || json.Unmarshal(lines[1].text, &cp) != nil {
+		v.anomaly(RecoveryFile, -1, -1, "recovery file does not parse")
+		return
+	}
+	seq := v.rep.LastVerifiedSeq + 1
+	sum := sha256.Sum256(lines[0].text)
+	switch {
+	case rec.Type != TypeRecovery || rec.Seq != uint64(seq) || rec.Prev != v.lastHash:
+		v.anomaly(RecoveryFile, seq, 0, "recovery record does not continue the chain after record %d", seq-1)
+		return
+	case cp.Type != TypeCheckpoint || cp.Prev != hex.EncodeToString(sum[:]):
+		v.anomaly(RecoveryFile, seq+1, lines[1].off, "recovery checkpoint does not follow the recovery record")
+		return
+	}
+	pub, err := VerifySSHSIG(cp.Sig, HeadNamespace, HeadMessage(v.rep.RunID, v.rep.SessionID, rec.Seq, cp.Prev))
+	if err != nil || !v.isTrusted(pub) {
+		v.anomaly(RecoveryFile, seq+1, lines[1].off, "recovery checkpoint is not signed by a trusted key")
+		return
+	}
+	v.anomaly(RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s typescript bytes from offset %s are not covered by the log (sha256 %s)",
+		rec.Time.Format(time.RFC3339), rec.Attrs["unaccounted_len"], rec.Attrs["unaccounted_off"], rec.Attrs["unaccounted_sha256"])
 }

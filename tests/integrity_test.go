@@ -335,6 +335,19 @@ func TestSidecarKilledMidSession(t *testing.T) {
 	if mark := bytes.LastIndex(ts, []byte("MARK_42")); rep.LastVerifiedOffset < int64(mark) {
 		t.Errorf("verified through typescript offset %d, but the client had seen up to %d", rep.LastVerifiedOffset, mark)
 	}
+
+	// The next start states the cut in a signed recovery record; the
+	// session stays unfinalized.
+	srv2, _, logs := startServe(t, bin, work)
+	waitFor(t, 10*time.Second, "the recovery record", func() bool {
+		_, err := os.Stat(filepath.Join(dirs[0], "pty", integrity.RecoveryFile))
+		return err == nil && strings.Contains(logs.String(), "unfinalized session recovered")
+	})
+	srv2.Process.Kill()
+	rep = integrity.Verify(dirs[0], []gossh.PublicKey{key})
+	if rep.OK() || !strings.Contains(fmt.Sprint(rep.Anomalies), "the sidecar restarted on") {
+		t.Errorf("after recovery: OK=%v anomalies %v", rep.OK(), rep.Anomalies)
+	}
 }
 
 // startServe runs the built binary's serve subcommand in work on a free

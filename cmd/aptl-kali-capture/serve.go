@@ -18,6 +18,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 func init() {
@@ -70,6 +71,15 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	}
 	if err := os.MkdirAll(cfg.root, 0o700); err != nil {
 		return fmt.Errorf("capture root: %w", err)
+	}
+	// Sessions a crash left unfinalized get a signed recovery record before
+	// anything new is recorded.
+	recovered, err := recorder.RecoverUnfinalized(cfg.root, recorder.Options{Signer: hostKey})
+	for _, dir := range recovered {
+		log.Warn("unfinalized session recovered", "dir", dir)
+	}
+	if err != nil {
+		log.Error("recovery of unfinalized sessions incomplete", "err", err.Error())
 	}
 	srv, err := broker.New(broker.Config{
 		HostKey:            hostKey,
