@@ -61,8 +61,8 @@ type run struct {
 
 	// exitedAt is written by finish before it sets exited, and read by the
 	// copiers only after they saw exited set.
-	exitedAt  time.Time
-	exited atomic.Bool
+	exitedAt time.Time
+	exited   atomic.Bool
 
 	mu sync.Mutex // protects masterClosed and serializes resize with close
 	// masterClosed is set by finish once the master is closed.
@@ -268,11 +268,10 @@ func (r *run) copyOutput(o *output) {
 			drained += time.Since(maxTime(start, r.exitedAt))
 		}
 		if n > 0 && deliver {
-			if _, werr := o.dst.Write(buf[:n]); werr != nil {
-				deliver = false
-			} else {
-				o.delivered.Add(int64(n))
-			}
+			// A write that fails part-way still delivered its first w bytes.
+			w, werr := o.dst.Write(buf[:n])
+			o.delivered.Add(int64(w))
+			deliver = werr == nil
 		}
 		if err != nil {
 			// EIO (master without slaves), EOF (pipe), deadline (drain
@@ -370,6 +369,9 @@ func (r *run) finish() {
 	r.outputsWG.Wait()
 
 	cause := r.closeCause(werr)
+	if cause.msg != "" && cause.reason != reasonClientClosed {
+		r.notify(cause.msg)
+	}
 	code := scriptExitCode(exit, werr)
 	in, out := r.rec.Bytes()
 	if err := r.rec.Close(code, r.closeHeaders(cause, exit)...); err != nil {
@@ -378,9 +380,6 @@ func (r *run) finish() {
 	r.closeEnds()
 
 	if cause.reason != reasonClientClosed {
-		if cause.msg != "" {
-			r.ss.refuse(cause.msg)
-		}
 		r.sendExit(exit, werr)
 		r.ss.ch.CloseWrite()
 	}
@@ -389,6 +388,21 @@ func (r *run) finish() {
 		"bytes_in", in, "bytes_out", out, "bytes_delivered", r.outputs[0].delivered.Load())
 	if cause.err != nil {
 		r.log.Warn("session ended abnormally", "cause", cause.err.Error())
+	}
+}
+
+// notify tells the client on stderr why the sidecar ended its session. The
+// line is recorded first, as stderr, so that every byte the client
+// received from this session is in its record.
+func (r *run) notify(msg string) {
+	line := r.ss.noticeLine(msg)
+	if err := r.rec.Stderr(line); err != nil {
+		r.log.Warn("notice not recorded; not sent", "err", err.Error())
+		return
+	}
+	n, _ := r.ss.ch.Stderr().Write(line)
+	if len(r.outputs) > 1 {
+		r.outputs[1].delivered.Add(int64(n))
 	}
 }
 
@@ -414,8 +428,6 @@ func (r *run) closeCause(werr error) *closeCause {
 func (r *run) closeHeaders(cause *closeCause, exit launch.Exit) []recorder.Header {
 	h := []recorder.Header{{Name: "APTL_CLOSE_REASON", Value: cause.reason}}
 	if cause.msg != "" {
-		// The notice finish sends the client on stderr, so that every byte
-		// the client received from this session is in its record.
 		h = append(h, recorder.Header{Name: "APTL_NOTICE", Value: cause.msg})
 	}
 	if name := exit.SignalName(); name != "" {

@@ -239,11 +239,16 @@ func (ss *session) handleSignal(payload []byte, r *run) (bool, error) {
 // refuse tells the client why its session cannot run, on stderr. The text
 // is ours (never an echo of client input beyond validated ids).
 func (ss *session) refuse(msg string) {
-	line := "aptl-kali-capture: " + msg + "\n"
+	ss.ch.Stderr().Write(ss.noticeLine(msg))
+}
+
+// noticeLine is a message of the sidecar's own as the client's terminal
+// shows it.
+func (ss *session) noticeLine(msg string) []byte {
 	if ss.pty != nil {
-		line = "aptl-kali-capture: " + msg + "\r\n"
+		return []byte("aptl-kali-capture: " + msg + "\r\n")
 	}
-	ss.ch.Stderr().Write([]byte(line))
+	return []byte("aptl-kali-capture: " + msg + "\n")
 }
 
 // closeCause is why a session ended, carried as a context cause. reason is

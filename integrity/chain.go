@@ -31,6 +31,13 @@ const (
 	TypeClose      = "close"
 )
 
+// Reasons of gap records.
+const (
+	GapSizeLimit         = "size-limit"          // counted and digested, not stored
+	GapWriteFailed       = "write-failed"        // the typescript write failed
+	GapTimingWriteFailed = "timing-write-failed" // stored, but its timing entry failed
+)
+
 // Streams of data records: what the client sent, what the session printed
 // on its terminal or stdout, and stderr of a session without a PTY.
 const (
@@ -144,6 +151,18 @@ func (c *Writer) Gap(stream string, p []byte, attrs map[string]string) error {
 		Data: &Data{Stream: stream, Off: -1, Len: int64(len(p)), SHA256: hex.EncodeToString(sum[:])}})
 }
 
+// TimingGap records that n stored bytes of stream have no timing entry
+// (the timing write failed): the verifier then expects the timing file to
+// account for that many bytes less.
+func (c *Writer) TimingGap(stream string, n int, cause error) error {
+	if err := c.Flush(); err != nil {
+		return err
+	}
+	return c.write(Record{Type: TypeGap, Attrs: map[string]string{
+		"reason": GapTimingWriteFailed, "stream": stream, "len": strconv.Itoa(n), "error": cause.Error(),
+	}})
+}
+
 // Flush writes the pending data record, if any.
 func (c *Writer) Flush() error {
 	if c.pending == nil {
@@ -158,7 +177,7 @@ func (c *Writer) Flush() error {
 	}
 	var attrs map[string]string
 	if d.Off < 0 {
-		attrs = map[string]string{"reason": "size-limit", "stored": "false"}
+		attrs = map[string]string{"reason": GapSizeLimit, "stored": "false"}
 	}
 	return c.write(Record{Type: typ, Data: d, Attrs: attrs})
 }

@@ -165,11 +165,11 @@ func (rr *RunReport) listTees() map[string]string {
 // bytes of a broken or tampered log are not evidence of anything.
 func (s *SessionReconciliation) reconcile(dir string) {
 	logPath := filepath.Join(dir, PTYDir, LogFile)
-	if s.Report.Records == 0 {
-		s.anomaly(s.Tee, -1, "not reconciled: no record of the session's integrity log verified")
+	if s.Report.SignedRecords == 0 {
+		s.anomaly(s.Tee, -1, "not reconciled: no record of the session's integrity log is covered by a trusted signature")
 		return
 	}
-	recs, err := verifiedRecords(logPath, s.Report.Records)
+	recs, err := verifiedRecords(logPath, s.Report.SignedRecords)
 	if err != nil {
 		s.anomaly(logPath, -1, "not reconciled: %v", err)
 		return

@@ -35,18 +35,21 @@ func Recover(dir string, signer gossh.Signer, now func() time.Time) (err error) 
 	if rep.Finalized {
 		return ErrFinalized
 	}
-	if rep.LastVerifiedSeq < 0 {
+	// The sidecar vouches, at its restart, for the records it wrote before
+	// the crash and had not signed yet: everything that chains.
+	last := int64(rep.Records) - 1
+	if last < 0 {
 		return fmt.Errorf("integrity: %s: no record checks out; nothing to continue", dir)
 	}
-	head, err := lineHash(filepath.Join(dir, PTYDir, LogFile), rep.LastVerifiedSeq)
+	head, err := lineHash(filepath.Join(dir, PTYDir, LogFile), last)
 	if err != nil {
 		return err
 	}
 	attrs := map[string]string{
 		"reason":      "the sidecar restarted before this session was finalized",
-		"last_record": strconv.FormatInt(rep.LastVerifiedSeq, 10),
+		"last_record": strconv.FormatInt(last, 10),
 	}
-	if err := tailAttrs(dir, rep.LastVerifiedOffset, attrs); err != nil {
+	if err := tailAttrs(dir, rep.ChainedOffset, attrs); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, PTYDir, RecoveryFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -59,7 +62,7 @@ func Recover(dir string, signer gossh.Signer, now func() time.Time) (err error) 
 		}
 	}()
 	w := &Writer{w: f, run: rep.RunID, sess: rep.SessionID, signer: signer, now: now,
-		seq: uint64(rep.LastVerifiedSeq + 1), prev: head}
+		seq: uint64(last + 1), prev: head}
 	if err := w.Append(TypeRecovery, attrs); err != nil {
 		return err
 	}

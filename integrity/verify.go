@@ -30,6 +30,7 @@ const (
 	AttrSessionID  = "session_id"
 	AttrFormat     = "format"
 	AttrHeaderLen  = "ts_header_len"
+	AttrHeaderSum  = "ts_header_sha256"
 	AttrTSSize     = "ts_size"
 	AttrTSSHA256   = "ts_sha256"
 	AttrTMSize     = "tm_size"
@@ -66,15 +67,32 @@ type Report struct {
 	Dir       string    `json:"dir"`
 	RunID     string    `json:"run_id,omitempty"`
 	SessionID string    `json:"session_id,omitempty"`
-	Records   int       `json:"records"`
-	Finalized bool      `json:"finalized"`
-	Signed    int       `json:"signed_checkpoints"`
-	Bytes     Totals    `json:"bytes"`
-	Anomalies []Anomaly `json:"anomalies"`
-	// LastVerifiedSeq and LastVerifiedOffset say how far the chain and the
-	// typescript check out: for an unfinalized session, what is trustworthy.
+	Started   time.Time `json:"started"` // the open record's time
+	// Records is how many records chain correctly from the start;
+	// SignedRecords how many of those a trusted signature covers.
+	Records       int       `json:"records"`
+	SignedRecords int       `json:"signed_records"`
+	Finalized     bool      `json:"finalized"`
+	Signed        int       `json:"signed_checkpoints"`
+	Bytes         Totals    `json:"bytes"`
+	Gaps          []Gap     `json:"gaps,omitempty"`
+	Anomalies     []Anomaly `json:"anomalies"`
+	// LastVerifiedSeq and LastVerifiedOffset say how far the evidence is
+	// vouched for by a trusted signature: for an unfinalized session, what
+	// is trustworthy. Records after it chain, but anyone with write access
+	// could have written them.
 	LastVerifiedSeq    int64 `json:"last_verified_record"`
 	LastVerifiedOffset int64 `json:"last_verified_ts_offset"`
+	// ChainedOffset is the typescript offset the chained records reach.
+	ChainedOffset int64 `json:"chained_ts_offset"`
+}
+
+// Gap is data the log says was not stored, or not timed, and why.
+type Gap struct {
+	Seq    int64  `json:"record"`
+	Reason string `json:"reason"`
+	Stream string `json:"stream"`
+	Len    int64  `json:"len"`
 }
 
 // Totals are bytes per stream: recorded in the chain, and stored in the typescript.
@@ -97,14 +115,28 @@ type verifier struct {
 	next      int64 // typescript offset the next stored data must start at
 	closeRec  *Record
 	closeSeq  int64
-	lastHash  string // chain hash of the last record that checked out
+	lastHash  string // chain hash of the last record that chains
+	// untimed counts stored bytes whose timing entry could not be written
+	// (gap records with reason timing-write-failed).
+	untimed int64
+	// tsGood and tmGood are the file prefixes a checkpoint vouched for,
+	// the start of any damage found at a later one.
+	tsGood, tmGood int64
 }
 
 // Verify checks the session in dir against keys the examiner trusts (the
 // sidecar's host public key).
-func Verify(dir string, trusted []gossh.PublicKey) *Report {
-	rep := &Report{Dir: dir, LastVerifiedSeq: -1, LastVerifiedOffset: -1}
+func Verify(dir string, trusted []gossh.PublicKey) (rep *Report) {
+	rep = &Report{Dir: dir, LastVerifiedSeq: -1, LastVerifiedOffset: -1, ChainedOffset: -1}
 	v := &verifier{rep: rep, trusted: trusted, closeSeq: -1}
+	defer func() {
+		// A forged record must never take the verifier (and a whole run's
+		// report) down with it.
+		if p := recover(); p != nil {
+			rep.Finalized = false
+			v.anomaly(LogFile, rep.LastVerifiedSeq, -1, "verifier stopped on malformed evidence: %v", p)
+		}
+	}()
 	if len(trusted) == 0 {
 		v.anomaly("", -1, -1, "no trusted key given: signatures cannot be checked")
 	}
@@ -194,11 +226,9 @@ func (v *verifier) replay(lines []logLine) (complete bool) {
 			v.anomaly(LogFile, seq, ln.off, "truncated record (no newline)")
 			return false
 		}
-		var r Record
-		dec := json.NewDecoder(bytes.NewReader(ln.text))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&r); err != nil {
-			v.anomaly(LogFile, seq, ln.off, "record does not parse: %v", err)
+		r, err := parseRecord(ln.text)
+		if err != nil {
+			v.anomaly(LogFile, seq, ln.off, "%v", err)
 			return false
 		}
 		if i == 0 {
@@ -226,10 +256,27 @@ func (v *verifier) replay(lines []logLine) (complete bool) {
 		prev = hex.EncodeToString(sum[:])
 		v.lastHash = prev
 		v.rep.Records = i + 1
-		v.rep.LastVerifiedSeq = seq
-		v.rep.LastVerifiedOffset = v.next
+		v.rep.ChainedOffset = v.next
 	}
 	return true
+}
+
+// parseRecord decodes one log line and requires it to be exactly the
+// line the writer would produce for that record: no trailing bytes, no
+// duplicate or reordered keys, no extra whitespace. The last line is hashed
+// by no later record, so only this keeps it from carrying additions.
+func parseRecord(line []byte) (Record, error) {
+	var r Record
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("record does not parse: %v", err)
+	}
+	canon, err := json.Marshal(r)
+	if err != nil || !bytes.Equal(canon, line) {
+		return r, errors.New("record is not in the form the sidecar writes (bytes added or rearranged)")
+	}
+	return r, nil
 }
 
 func (v *verifier) checkOpen(r *Record, off int64) bool {
@@ -237,32 +284,52 @@ func (v *verifier) checkOpen(r *Record, off int64) bool {
 		v.anomaly(LogFile, 0, off, "first record is not an open record")
 		return false
 	}
-	v.rep.RunID, v.rep.SessionID = r.Attrs[AttrRunID], r.Attrs[AttrSessionID]
+	v.rep.RunID, v.rep.SessionID, v.rep.Started = r.Attrs[AttrRunID], r.Attrs[AttrSessionID], r.Time
 	if r.Attrs[AttrFormat] != Format {
 		v.anomaly(LogFile, 0, off, "format %q, want %q", r.Attrs[AttrFormat], Format)
 		return false
 	}
-	if base := filepath.Base(filepath.Clean(v.rep.Dir)); base != v.rep.SessionID {
-		v.anomaly(LogFile, 0, off, "log is for session %q but lies in %q", v.rep.SessionID, base)
-	}
+	v.checkPlacement(off)
 	n, err := strconv.ParseInt(r.Attrs[AttrHeaderLen], 10, 64)
-	if err != nil || n <= 0 {
-		v.anomaly(LogFile, 0, off, "open record has no typescript header length")
+	if err != nil || n <= 0 || n > maxHeaderLen {
+		v.anomaly(LogFile, 0, off, "open record has no plausible typescript header length")
 		return false
 	}
 	v.headerLen, v.next = n, n
 	if v.ts != nil {
-		v.checkHeaderLine()
+		v.checkHeaderLine(r.Attrs[AttrHeaderSum])
 	}
 	return true
 }
 
-// checkHeaderLine checks that the typescript starts with script's header
-// line of the recorded length.
-func (v *verifier) checkHeaderLine() {
-	buf := make([]byte, v.headerLen)
-	if _, err := v.ts.ReadAt(buf, 0); err != nil || !bytes.HasPrefix(buf, []byte("Script started on ")) || buf[len(buf)-1] != '\n' {
-		v.anomaly(TypescriptFile, 0, 0, "header line is not the %d-byte script header the log records", v.headerLen)
+// maxHeaderLen bounds the typescript header line the open record may claim.
+const maxHeaderLen = 1 << 20
+
+// harvestDir is the folder the lab harvests a run's sessions into
+// (<run-dir>/kali-side/<session_id>), where no run id appears in the path.
+const harvestDir = "kali-side"
+
+// checkPlacement compares the ids in the open record with where the files
+// lie: <root>/<run_id>/<session_id>, or a harvest's kali-side/<session_id>.
+// Files moved between sessions or runs verify as the session they are, so
+// only their place betrays them.
+func (v *verifier) checkPlacement(off int64) {
+	dir := filepath.Clean(v.rep.Dir)
+	if base := filepath.Base(dir); base != v.rep.SessionID {
+		v.anomaly(LogFile, 0, off, "log is for session %q but lies in %q", v.rep.SessionID, base)
+	}
+	if parent := filepath.Base(filepath.Dir(dir)); parent != v.rep.RunID && parent != harvestDir {
+		v.anomaly(LogFile, 0, off, "log is for run %q but lies under %q", v.rep.RunID, parent)
+	}
+}
+
+// checkHeaderLine checks the typescript's script header line against the
+// length and digest the open record holds.
+func (v *verifier) checkHeaderLine(sum string) {
+	h := sha256.New()
+	n, _ := io.Copy(h, io.NewSectionReader(v.ts, 0, v.headerLen))
+	if n != v.headerLen || hex.EncodeToString(h.Sum(nil)) != sum {
+		v.anomaly(TypescriptFile, 0, 0, "bytes 0..%d (the script header line) differ from the open record", v.headerLen)
 	}
 }
 
@@ -274,6 +341,7 @@ func (v *verifier) checkRecord(r *Record, seq, off int64) bool {
 			return false
 		}
 	case TypeData, TypeGap:
+		v.noteGap(r, seq)
 		return v.checkData(r, seq, off)
 	case TypeCheckpoint:
 		return v.checkCheckpoint(r, seq, off)
@@ -281,6 +349,25 @@ func (v *verifier) checkRecord(r *Record, seq, off int64) bool {
 		v.closeRec, v.closeSeq = r, seq
 	}
 	return true
+}
+
+// noteGap lists a gap record in the report: lost or unstored data is
+// stated even when everything verifies.
+func (v *verifier) noteGap(r *Record, seq int64) {
+	if r.Type != TypeGap {
+		return
+	}
+	g := Gap{Seq: seq, Reason: r.Attrs["reason"]}
+	if r.Data != nil {
+		g.Stream, g.Len = r.Data.Stream, r.Data.Len
+	} else {
+		g.Stream = r.Attrs["stream"]
+		g.Len, _ = strconv.ParseInt(r.Attrs["len"], 10, 64)
+	}
+	if g.Reason == GapTimingWriteFailed {
+		v.untimed += g.Len
+	}
+	v.rep.Gaps = append(v.rep.Gaps, g)
 }
 
 func (v *verifier) checkData(r *Record, seq, off int64) bool {
@@ -303,8 +390,8 @@ func (v *verifier) checkData(r *Record, seq, off int64) bool {
 		v.anomaly(LogFile, seq, off, "unknown stream %q", d.Stream)
 		return false
 	}
-	if d.Off < 0 {
-		return true // counted, not stored: the digest is all there is
+	if d.Off < 0 || d.Len < 0 {
+		return d.Len >= 0 // counted, not stored: the digest is all there is
 	}
 	if d.Off != v.next {
 		v.anomaly(LogFile, seq, off, "data at typescript offset %d where %d belongs", d.Off, v.next)
@@ -328,6 +415,9 @@ func (v *verifier) checkData(r *Record, seq, off int64) bool {
 	return true
 }
 
+// checkCheckpoint verifies a signed head. A bad signature ends trust in the
+// chain; a file whose prefix differs from what the head vouches for is an
+// anomaly located in that file, and the chain goes on.
 func (v *verifier) checkCheckpoint(r *Record, seq, off int64) bool {
 	pub, err := VerifySSHSIG(r.Sig, HeadNamespace, HeadMessage(v.rep.RunID, v.rep.SessionID, uint64(seq-1), r.Prev))
 	if err != nil {
@@ -339,8 +429,10 @@ func (v *verifier) checkCheckpoint(r *Record, seq, off int64) bool {
 		return false
 	}
 	v.rep.Signed++
-	ok := v.checkPrefix(v.ts, TypescriptFile, r.Attrs[AttrTSSize], r.Attrs[AttrTSSHA256], seq)
-	return v.checkPrefix(v.tm, TimingFile, r.Attrs[AttrTMSize], r.Attrs[AttrTMSHA256], seq) && ok
+	v.rep.LastVerifiedSeq, v.rep.LastVerifiedOffset, v.rep.SignedRecords = seq, v.next, int(seq)+1
+	v.checkPrefix(v.ts, TypescriptFile, r.Attrs[AttrTSSize], r.Attrs[AttrTSSHA256], seq, &v.tsGood)
+	v.checkPrefix(v.tm, TimingFile, r.Attrs[AttrTMSize], r.Attrs[AttrTMSHA256], seq, &v.tmGood)
+	return true
 }
 
 func (v *verifier) isTrusted(pub gossh.PublicKey) bool {
@@ -353,11 +445,12 @@ func (v *verifier) isTrusted(pub gossh.PublicKey) bool {
 }
 
 // checkPrefix compares the first size bytes of f with a digest a checkpoint
-// or the close record vouches for, which localizes damage to timing (which
-// has no per-record digests) between two checkpoints.
-func (v *verifier) checkPrefix(f *os.File, name, sizeAttr, sumAttr string, seq int64) bool {
+// or the close record vouches for. good is the prefix an earlier one
+// vouched for: damage lies between it and size, which localizes it in the
+// timing file (which has no per-record digests) to two checkpoints.
+func (v *verifier) checkPrefix(f *os.File, name, sizeAttr, sumAttr string, seq int64, good *int64) bool {
 	size, err := strconv.ParseInt(sizeAttr, 10, 64)
-	if err != nil || f == nil {
+	if err != nil || size < 0 || f == nil {
 		v.anomaly(LogFile, seq, -1, "record lacks the %s size and digest", name)
 		return false
 	}
@@ -365,12 +458,13 @@ func (v *verifier) checkPrefix(f *os.File, name, sizeAttr, sumAttr string, seq i
 	n, _ := io.Copy(h, io.NewSectionReader(f, 0, size))
 	switch {
 	case n != size:
-		v.anomaly(name, seq, n, "file is shorter than the %d bytes record %d vouches for (truncated)", size, seq)
+		v.anomaly(name, seq, n, "file ends at %d, inside the %d bytes record %d vouches for (truncated)", n, size, seq)
 		return false
 	case hex.EncodeToString(h.Sum(nil)) != sumAttr:
-		v.anomaly(name, seq, -1, "first %d bytes differ from the digest record %d vouches for", size, seq)
+		v.anomaly(name, seq, *good, "bytes %d..%d differ from the digest record %d vouches for", *good, size, seq)
 		return false
 	}
+	*good = size
 	return true
 }
 
@@ -395,8 +489,9 @@ func (v *verifier) checkTiming() {
 	}
 	// Without a close record (a crash) the transcript may hold data whose
 	// log records were never flushed; the unfinalized anomaly says so.
-	if v.closeRec != nil && v.rep.Bytes.Stored != in+out {
-		v.anomaly(TimingFile, v.rep.LastVerifiedSeq, -1, "timing accounts for %d bytes (I %d + O %d), the chain for %d stored", in+out, in, out, v.rep.Bytes.Stored)
+	if v.closeRec != nil && v.rep.Bytes.Stored-v.untimed != in+out {
+		v.anomaly(TimingFile, v.closeSeq, v.tmGood, "timing accounts for %d bytes (I %d + O %d), the chain for %d stored and timed",
+			in+out, in, out, v.rep.Bytes.Stored-v.untimed)
 	}
 }
 
@@ -433,8 +528,8 @@ func timingTotals(line []byte, in, out *int64) error {
 func (v *verifier) checkEnd(nLines int) {
 	if v.closeRec == nil {
 		v.anomaly(LogFile, v.rep.LastVerifiedSeq, -1,
-			"unfinalized: no close record (sidecar crash, or the log was cut); verified through record %d, typescript offset %d",
-			v.rep.LastVerifiedSeq, v.rep.LastVerifiedOffset)
+			"unfinalized: no close record (sidecar crash, or the log was cut); signed through record %d, typescript offset %d; %d records chain in all, reaching offset %d",
+			v.rep.LastVerifiedSeq, v.rep.LastVerifiedOffset, v.rep.Records, v.rep.ChainedOffset)
 		v.checkRecovery()
 		return
 	}
@@ -443,8 +538,8 @@ func (v *verifier) checkEnd(nLines int) {
 		return
 	}
 	c := v.closeRec
-	ok := v.checkPrefix(v.ts, TypescriptFile, c.Attrs[AttrTSSize], c.Attrs[AttrTSSHA256], v.closeSeq)
-	ok = v.checkPrefix(v.tm, TimingFile, c.Attrs[AttrTMSize], c.Attrs[AttrTMSHA256], v.closeSeq) && ok
+	ok := v.checkPrefix(v.ts, TypescriptFile, c.Attrs[AttrTSSize], c.Attrs[AttrTSSHA256], v.closeSeq, &v.tsGood)
+	ok = v.checkPrefix(v.tm, TimingFile, c.Attrs[AttrTMSize], c.Attrs[AttrTMSHA256], v.closeSeq, &v.tmGood) && ok
 	if size := c.Attrs[AttrTSSize]; ok && size != strconv.FormatInt(v.tsSize, 10) {
 		v.anomaly(TypescriptFile, v.closeSeq, v.tsSize, "file is %d bytes, the close record vouches for %s (bytes appended)", v.tsSize, size)
 		ok = false
@@ -507,7 +602,7 @@ func (v *verifier) checkRecovery() {
 		v.anomaly(RecoveryFile, -1, -1, "recovery file does not parse")
 		return
 	}
-	seq := v.rep.LastVerifiedSeq + 1
+	seq := int64(v.rep.Records)
 	sum := sha256.Sum256(lines[0].text)
 	switch {
 	case rec.Type != TypeRecovery || rec.Seq != uint64(seq) || rec.Prev != v.lastHash:

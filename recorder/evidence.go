@@ -41,13 +41,15 @@ func (m SyncMode) String() string {
 	return "interval"
 }
 
-// The bounded durability window, and the checkpoint schedule: a signed
-// head at least every checkpointInterval or checkpointBytes of data.
+// The bounded durability window, and the checkpoint schedule: every sync
+// that follows new records signs the head, so evidence is signed within
+// syncInterval of being recorded, and at least every checkpointBytes.
+// Records the sidecar wrote but has not signed yet are, to a verifier,
+// indistinguishable from records anyone with write access appended.
 const (
-	syncInterval       = time.Second
-	syncBytes          = 1 << 20
-	checkpointInterval = 10 * time.Second
-	checkpointBytes    = 16 << 20
+	syncInterval    = time.Second
+	syncBytes       = 1 << 20
+	checkpointBytes = 16 << 20
 )
 
 // Options are the recorder settings shared by every session.
@@ -96,12 +98,13 @@ func (s *Session) fileAttrs() map[string]string {
 
 // openAttrs are the open record's: the ids, the format, where the data
 // starts in the typescript, the terminal, and every provenance header.
-func openAttrs(m Meta, headerLen int, opts Options) map[string]string {
+func openAttrs(m Meta, headerLen int, headerSum string, opts Options) map[string]string {
 	a := map[string]string{
 		integrity.AttrFormat:    integrity.Format,
 		integrity.AttrRunID:     m.RunID,
 		integrity.AttrSessionID: m.SessionID,
 		integrity.AttrHeaderLen: strconv.Itoa(headerLen),
+		integrity.AttrHeaderSum: headerSum,
 		"command":               m.Command,
 		"term":                  m.Term,
 		"tty":                   m.TTY,
@@ -121,13 +124,17 @@ func openAttrs(m Meta, headerLen int, opts Options) map[string]string {
 func (s *Session) dirtied(n int) error {
 	s.unsynced += int64(n)
 	s.sinceCheckpoint += int64(n)
-	if s.opts.Sync == SyncStrict || s.unsynced >= syncBytes {
-		if err := s.syncLocked(); err != nil {
-			return err
-		}
+	// Strict: each chunk is signed and durable before the broker delivers it.
+	if s.opts.Sync == SyncStrict {
+		return s.checkpointAndSync()
 	}
 	if s.sinceCheckpoint >= checkpointBytes {
 		if err := s.checkpointLocked(); err != nil {
+			return err
+		}
+	}
+	if s.unsynced >= syncBytes {
+		if err := s.syncLocked(); err != nil {
 			return err
 		}
 	}
@@ -146,13 +153,18 @@ func (s *Session) onTick() {
 	if s.closed || s.err != nil {
 		return
 	}
-	err := s.syncLocked()
-	if err == nil && s.sinceCheckpoint > 0 && s.now().Sub(s.lastCheckpoint) >= checkpointInterval {
-		err = s.checkpointLocked()
+	s.fail(s.checkpointAndSync())
+}
+
+// checkpointAndSync signs the head if anything was recorded since the last
+// signature, then makes all three files durable.
+func (s *Session) checkpointAndSync() error {
+	if s.sinceCheckpoint > 0 || s.chain.Seq() != s.checkpointSeq {
+		if err := s.checkpointLocked(); err != nil {
+			return err
+		}
 	}
-	if s.fail(err) == nil && (s.unsynced > 0 || s.sinceCheckpoint > 0) {
-		s.tick = time.AfterFunc(syncInterval, s.onTick)
-	}
+	return s.syncLocked()
 }
 
 // syncLocked writes pending log records and fsyncs all three files.
@@ -173,7 +185,7 @@ func (s *Session) checkpointLocked() error {
 	if err := s.chain.Checkpoint(s.fileAttrs()); err != nil {
 		return s.fail(err)
 	}
-	s.sinceCheckpoint, s.lastCheckpoint = 0, s.now()
+	s.sinceCheckpoint, s.checkpointSeq = 0, s.chain.Seq()
 	return nil
 }
 

@@ -6,6 +6,7 @@
 package recorder
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -146,10 +147,12 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	if err := s.writeStart(m, wall); err != nil {
 		return nil, err
 	}
-	if err := s.chain.Append(integrity.TypeOpen, openAttrs(m, int(s.ts.size), opts)); err != nil {
+	// Nothing but the header is in the typescript yet: its running digest
+	// is the header's.
+	headerSum := hex.EncodeToString(s.ts.sum.Sum(nil))
+	if err := s.chain.Append(integrity.TypeOpen, openAttrs(m, int(s.ts.size), headerSum, opts)); err != nil {
 		return nil, err
 	}
-	s.lastCheckpoint = now()
 	return s, nil
 }
 

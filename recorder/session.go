@@ -46,8 +46,8 @@ type Session struct {
 	capped          bool             // the size cap was reached
 	unsynced        int64            // bytes recorded since the last fsync
 	sinceCheckpoint int64            // bytes recorded since the last signed head
-	lastCheckpoint  time.Time
-	tick            *time.Timer // pending onTick; nil when none is armed
+	checkpointSeq   uint64           // the chain's length at the last signed head
+	tick            *time.Timer      // pending onTick; nil when none is armed
 }
 
 // Dir returns the session directory, <root>/<run_id>/<session_id>.
@@ -142,11 +142,14 @@ func (s *Session) record(stream byte, logStream string, p []byte, count *atomic.
 		// Time whatever reached the typescript, even after a short write,
 		// so the two files stay aligned for scriptreplay.
 		s.line = appendTiming(s.line[:0], stream, s.delay(), n)
-		errs = append(errs, s.chain.Data(logStream, off, stored[:n]), s.writeTiming(s.line))
+		errs = append(errs, s.chain.Data(logStream, off, stored[:n]))
+		if terr := s.writeTiming(s.line); terr != nil {
+			errs = append(errs, terr, s.chain.TimingGap(logStream, n, terr))
+		}
 	}
 	if werr != nil {
 		werr = fmt.Errorf("recorder: write typescript: %w", werr)
-		errs = append(errs, werr, s.chain.Gap(logStream, stored[n:], map[string]string{"reason": "write-failed", "error": werr.Error()}))
+		errs = append(errs, werr, s.chain.Gap(logStream, stored[n:], map[string]string{"reason": integrity.GapWriteFailed, "error": werr.Error()}))
 	}
 	if len(rest) > 0 {
 		errs = append(errs, s.chain.Data(logStream, -1, rest))

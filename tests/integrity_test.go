@@ -54,10 +54,10 @@ func verifyOK(t *testing.T, dir string, key gossh.PublicKey) *integrity.Report {
 }
 
 // copySession copies a session directory to a new place with the same
-// session id, so each tamper case starts from the real record.
+// run and session ids, so each tamper case starts from the real record.
 func copySession(t *testing.T, src string) string {
 	t.Helper()
-	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	dst := filepath.Join(t.TempDir(), filepath.Base(filepath.Dir(src)), filepath.Base(src))
 	for _, name := range []string{"typescript", "timing", integrity.LogFile} {
 		data, err := os.ReadFile(filepath.Join(src, "pty", name))
 		if err != nil {
@@ -206,6 +206,16 @@ func TestTamperMatrix(t *testing.T) {
 				return joinLines(ls[:len(ls)-2])
 			})
 		}, integrity.LogFile},
+		{"bytes added to the last record", integrity.LogFile, func(t *testing.T, d string) {
+			edit(t, d, integrity.LogFile, func(b []byte) []byte {
+				return append(bytes.TrimSuffix(bytes.Clone(b), []byte("\n")), " {\"note\":\"x\"}\n"...)
+			})
+		}, integrity.LogFile},
+		{"absurd header length in the open record", integrity.LogFile, func(t *testing.T, d string) {
+			edit(t, d, integrity.LogFile, func(b []byte) []byte {
+				return regexp.MustCompile(`"ts_header_len":"\d+"`).ReplaceAll(b, []byte(`"ts_header_len":"99999999999999"`))
+			})
+		}, integrity.LogFile},
 		{"re-chained without the host key", integrity.LogFile, func(t *testing.T, d string) {
 			rechainAfterEdit(t, d)
 		}, integrity.LogFile},
@@ -237,6 +247,19 @@ func TestTamperMatrix(t *testing.T) {
 		}
 		if rep := integrity.Verify(moved, []gossh.PublicKey{h.hostKey}); rep.OK() {
 			t.Error("session A's files verified as session B")
+		}
+	})
+	t.Run("files moved to another run", func(t *testing.T) {
+		d := copySession(t, dirA)
+		moved := filepath.Join(filepath.Dir(filepath.Dir(d)), "other-run", filepath.Base(d))
+		if err := os.MkdirAll(filepath.Dir(moved), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(d, moved); err != nil {
+			t.Fatal(err)
+		}
+		if rep := integrity.Verify(moved, []gossh.PublicKey{h.hostKey}); rep.OK() {
+			t.Error("run tamper's session verified under another run")
 		}
 	})
 	t.Run("untrusted key", func(t *testing.T) {

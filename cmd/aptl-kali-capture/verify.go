@@ -110,6 +110,11 @@ func printReport(w io.Writer, rep *integrity.Report, asJSON bool) {
 	fmt.Fprintf(w, "%s %s run=%s session=%s records=%d signed=%d finalized=%v bytes in=%d out=%d err=%d stored=%d\n",
 		verdict, rep.Dir, rep.RunID, rep.SessionID, rep.Records, rep.Signed, rep.Finalized,
 		rep.Bytes.In, rep.Bytes.Out, rep.Bytes.Err, rep.Bytes.Stored)
+	// Gaps are stated even when everything verifies: the record says data
+	// went unstored, and so does the report.
+	for _, g := range rep.Gaps {
+		fmt.Fprintf(w, "     gap: record %d, %d bytes of stream %s: %s\n", g.Seq, g.Len, g.Stream, g.Reason)
+	}
 	for _, a := range rep.Anomalies {
 		fmt.Fprintf(w, "     %s\n", a)
 	}
