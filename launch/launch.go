@@ -114,6 +114,6 @@ type Process interface {
 // process; ctx bounds only the start, never the process's lifetime (the broker ends
 // it with Hangup).
 type Launcher interface {
-	Name() string // "local", later "agent": written into the session record
+	Name() string // "local" or "agent": written into the session record
 	Launch(ctx context.Context, spec Spec) (Process, error)
 }

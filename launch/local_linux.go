@@ -103,6 +103,13 @@ func resolveAccount(passwdPath, groupPath, login string, euid, egid int) (accoun
 	if err != nil {
 		return account{}, fmt.Errorf("launch: look up login user: %w", err)
 	}
+	return switchedAccount(groupPath, e, "login user "+e.Name)
+}
+
+// switchedAccount is the account of passwd entry e with the credentials a
+// root launcher switches to: e's uid and gid, and its groups from the group
+// file at groupPath. Local and the agent's server (agentserver_linux.go) share it.
+func switchedAccount(groupPath string, e passwdEntry, note string) (account, error) {
 	groups, err := supplementaryGroups(groupPath, e.Name, e.GID)
 	if err != nil {
 		return account{}, fmt.Errorf("launch: look up groups: %w", err)
@@ -110,9 +117,9 @@ func resolveAccount(passwdPath, groupPath, login string, euid, egid int) (accoun
 	// WARNING: this credential is where a session stops running as root. The
 	// child calls setgroups, setgid, then setuid before execve (syscall
 	// forkAndExecInChild). Re-verify as root with:
-	//	go test -race -run 'TestLocalRunsAsLoginUser' ./launch/
+	//	go test -race -run 'TestLocalRunsAsLoginUser|TestAgentServerRunsAsLoginUser' ./launch/
 	cred := &syscall.Credential{Uid: uint32(e.UID), Gid: uint32(e.GID), Groups: groups}
-	return account{id: identityOf(e, "login user "+e.Name), cred: cred}, nil
+	return account{id: identityOf(e, note), cred: cred}, nil
 }
 
 // serverAccount is the account of the server's own effective user: its passwd
@@ -148,7 +155,9 @@ func identityOf(e passwdEntry, note string) Identity {
 }
 
 // newLocalCommand builds, without starting it, the command for spec as acct.
-// The child gets only the env built here, none of the server's own.
+// The child gets only the env built here, none of the server's own. The
+// agent's server (agentserver_linux.go) builds its sessions with it too, so
+// both adapters start the same login shell the same way.
 func newLocalCommand(spec Spec, acct account) (*exec.Cmd, error) {
 	id := acct.id
 	if !filepath.IsAbs(id.Shell) {

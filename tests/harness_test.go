@@ -42,7 +42,12 @@ type harness struct {
 	clientKey string // path of the client's private key, for OpenSSH
 	hostKey   gossh.PublicKey
 	logs      *syncBuffer
+	adapter   string // the launcher's Name(), as the record's APTL_ADAPTER
 }
+
+// newLauncher builds the adapter newHarness starts with. agent_suites_test.go
+// swaps it to run the same client suites against the agent adapter.
+var newLauncher = func(tb testing.TB) launch.Launcher { return launch.NewLocal() }
 
 type harnessOption func(*broker.Config)
 
@@ -90,7 +95,7 @@ func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 		HostKey:        hostKey,
 		AuthorizedKeys: ak,
 		Users:          []string{h.user},
-		Launcher:       launch.NewLocal(),
+		Launcher:       newLauncher(tb),
 		CaptureRoot:    h.root,
 		AcceptEnv:      broker.DefaultAcceptEnv,
 		Limits:         broker.DefaultLimits(),
@@ -99,7 +104,7 @@ func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h.root = cfg.CaptureRoot
+	h.root, h.adapter = cfg.CaptureRoot, cfg.Launcher.Name()
 	h.srv, err = broker.New(cfg)
 	if err != nil {
 		tb.Fatal(err)

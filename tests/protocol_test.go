@@ -181,7 +181,7 @@ func TestPersistentShellProtocol(t *testing.T) {
 	hdr := timingHeaders(t, dir)
 	for k, v := range map[string]string{
 		"APTL_SESSION_ID": "proto-1", "APTL_RUN_ID": "run-a", "APTL_TRACE_ID": "trace-9",
-		"APTL_ADAPTER": "local", "APTL_CLOSE_REASON": "shell-exited", "EXIT_CODE": "3",
+		"APTL_ADAPTER": h.adapter, "APTL_CLOSE_REASON": "shell-exited", "EXIT_CODE": "3",
 		"COLUMNS": "120", "LINES": "40", "TERM": "xterm",
 	} {
 		if hdr[k] != v {

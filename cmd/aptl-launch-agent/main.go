@@ -1,0 +1,177 @@
+// Command aptl-launch-agent runs in the workload container, as root there,
+// and starts each recorded session's login shell on the PTY slave the
+// aptl-kali-capture sidecar sends it; the sidecar keeps the master and the
+// recording (DESIGN.md §3.5). The wire protocol is in launch/wire_linux.go.
+//
+// It is built static (CGO_ENABLED=0) so that one binary runs in any workload
+// image. It reads the workload's own /etc/passwd and /etc/group, never NSS.
+// The slave it receives belongs to the sidecar's devpts, so in the workload
+// `tty` prints "not a tty" while isatty, /dev/tty and job control work.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aptl/aptl-kali-capture/launch"
+)
+
+// Exit codes (sysexits(3) for usage, as the sidecar's own binary).
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 64
+)
+
+// shutdownGrace is how long SIGTERM waits for sessions to be hung up and
+// reported; it exceeds the launch package's SIGHUP→SIGKILL grace (2s).
+const shutdownGrace = 5 * time.Second
+
+func main() {
+	if err := ensureEmptySigmask(); err != nil {
+		fmt.Fprintf(os.Stderr, "aptl-launch-agent: %v\n", err)
+		os.Exit(exitFailure)
+	}
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// config is the checked configuration. Every setting is a flag with an
+// APTL_LAUNCH_AGENT_* environment equivalent; the flag wins.
+type config struct {
+	socket                 string
+	users                  []string
+	allowRoot              bool
+	insecureAllowSamePIDNS bool
+	maxSessions            int
+	logLevel               slog.Level
+}
+
+func parseConfig(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("aptl-launch-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &config{}
+	var users, level string
+	var envErrs []error
+	str := func(p *string, name, env, def, usage string) {
+		if v, ok := os.LookupEnv(env); ok {
+			def = v
+		}
+		fs.StringVar(p, name, def, usage+" (env "+env+")")
+	}
+	boolean := func(p *bool, name, env, usage string) {
+		def := false
+		if v, ok := os.LookupEnv(env); ok {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s: %q is not true or false", env, v))
+			}
+			def = b
+		}
+		fs.BoolVar(p, name, def, usage+" (env "+env+")")
+	}
+	var maxSessions string
+	str(&c.socket, "socket", "APTL_LAUNCH_AGENT_SOCKET", launch.DefaultAgentSocket,
+		"Unix socket to listen on: an absolute path (created 0600), or @name for an abstract socket in the network namespace")
+	str(&users, "users", "APTL_LAUNCH_AGENT_USERS", "kali", "comma-separated login names sessions may run as")
+	boolean(&c.allowRoot, "allow-root", "APTL_LAUNCH_AGENT_ALLOW_ROOT", "allow sessions as root (or any uid-0 account)")
+	boolean(&c.insecureAllowSamePIDNS, "insecure-allow-same-pidns", "APTL_LAUNCH_AGENT_INSECURE_ALLOW_SAME_PIDNS",
+		"development only: accept connections from processes in the agent's own PID namespace (any workload process)")
+	str(&maxSessions, "max-sessions", "APTL_LAUNCH_AGENT_MAX_SESSIONS", strconv.Itoa(launch.DefaultAgentMaxSessions), "concurrent sessions")
+	str(&level, "log-level", "APTL_LAUNCH_AGENT_LOG_LEVEL", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if len(envErrs) > 0 {
+		return nil, errors.Join(envErrs...)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := launch.CheckAgentSocket(c.socket); err != nil {
+		return nil, fmt.Errorf("--socket / APTL_LAUNCH_AGENT_SOCKET: %w", err)
+	}
+	for _, u := range strings.Split(users, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			c.users = append(c.users, u)
+		}
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(maxSessions))
+	if err != nil || n < 1 || n > 10000 {
+		return nil, fmt.Errorf("--max-sessions / APTL_LAUNCH_AGENT_MAX_SESSIONS: %q is not a number from 1 to 10000", maxSessions)
+	}
+	c.maxSessions = n
+	if err := c.logLevel.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level / APTL_LAUNCH_AGENT_LOG_LEVEL: %q is not debug, info, warn or error", level)
+	}
+	return c, nil
+}
+
+func run(args []string, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "aptl-launch-agent: %v\n", err)
+		return exitUsage
+	}
+	// Structured logs only: never argv, env values, commands or terminal bytes.
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	srv, err := launch.NewAgentServer(launch.AgentConfig{
+		Users:                         cfg.users,
+		AllowRoot:                     cfg.allowRoot,
+		InsecureAllowSamePIDNamespace: cfg.insecureAllowSamePIDNS,
+		MaxSessions:                   cfg.maxSessions,
+		Logger:                        log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "aptl-launch-agent: %v\n", err)
+		return exitUsage
+	}
+	ln, err := launch.ListenAgent(cfg.socket)
+	if err != nil {
+		log.Error("listen failed", "err", err.Error())
+		return exitFailure
+	}
+	log.Info("listening", "socket", cfg.socket, "users", strings.Join(cfg.users, ","), "allow_root", cfg.allowRoot,
+		"pid", os.Getpid(), "insecure_allow_same_pidns", cfg.insecureAllowSamePIDNS)
+	if cfg.insecureAllowSamePIDNS {
+		log.Warn("accepting peers in the agent's own PID namespace: any workload process can start sessions (development only)")
+	}
+	return serveUntilSignal(srv, ln, log)
+}
+
+func serveUntilSignal(srv *launch.AgentServer, ln *net.UnixListener, log *slog.Logger) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		log.Error("serve failed", "err", err.Error())
+		return exitFailure
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Error("shutdown incomplete", "err", err.Error())
+		return exitFailure
+	}
+	<-errc
+	log.Info("stopped")
+	return exitOK
+}

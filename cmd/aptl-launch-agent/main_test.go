@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseConfig(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    *config
+		wantErr string
+	}{
+		{name: "defaults", want: &config{socket: "@aptl-launch-agent", users: []string{"kali"}, maxSessions: 64, logLevel: slog.LevelInfo}},
+		{name: "environment", env: map[string]string{
+			"APTL_LAUNCH_AGENT_SOCKET": "/run/aptl/agent.sock", "APTL_LAUNCH_AGENT_USERS": "kali, root",
+			"APTL_LAUNCH_AGENT_ALLOW_ROOT": "true", "APTL_LAUNCH_AGENT_MAX_SESSIONS": "8", "APTL_LAUNCH_AGENT_LOG_LEVEL": "debug",
+		}, want: &config{socket: "/run/aptl/agent.sock", users: []string{"kali", "root"}, allowRoot: true, maxSessions: 8, logLevel: slog.LevelDebug}},
+		{name: "flag wins over environment", env: map[string]string{"APTL_LAUNCH_AGENT_USERS": "kali"},
+			args: []string{"-users", "tester", "-insecure-allow-same-pidns"},
+			want: &config{socket: "@aptl-launch-agent", users: []string{"tester"}, insecureAllowSamePIDNS: true, maxSessions: 64, logLevel: slog.LevelInfo}},
+		{name: "relative socket", args: []string{"-socket", "agent.sock"}, wantErr: "APTL_LAUNCH_AGENT_SOCKET: launch: agent socket must be an absolute path or @name"},
+		{name: "bad bool in env", env: map[string]string{"APTL_LAUNCH_AGENT_ALLOW_ROOT": "yes please"}, wantErr: `APTL_LAUNCH_AGENT_ALLOW_ROOT: "yes please" is not true or false`},
+		{name: "max sessions zero", args: []string{"-max-sessions", "0"}, wantErr: "not a number from 1 to 10000"},
+		{name: "bad log level", args: []string{"-log-level", "loud"}, wantErr: `"loud" is not debug`},
+		{name: "stray argument", args: []string{"serve"}, wantErr: `unexpected argument "serve"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{"SOCKET", "USERS", "ALLOW_ROOT", "INSECURE_ALLOW_SAME_PIDNS", "MAX_SESSIONS", "LOG_LEVEL"} {
+				t.Setenv("APTL_LAUNCH_AGENT_"+k, "") // restored at the end of the case
+				os.Unsetenv("APTL_LAUNCH_AGENT_" + k)
+			}
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			got, err := parseConfig(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseConfig = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("config = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRunRefusesRootWithoutAllowRoot(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"-users", "kali,root", "-socket", "@aptl-test-never-listens"}, &stderr); code != exitUsage {
+		t.Errorf("exit code = %d, want %d", code, exitUsage)
+	}
+	if !strings.Contains(stderr.String(), "root is allowed only with AllowRoot") {
+		t.Errorf("stderr = %q", stderr.String())
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"-h"}, &stderr); code != exitOK || !strings.Contains(stderr.String(), "APTL_LAUNCH_AGENT_SOCKET") {
+		t.Errorf("exit %d, usage %q", code, stderr.String())
+	}
+}

@@ -1,0 +1,408 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Default bounds of the agent adapter's waits. Each is a failure deadline: a
+// healthy agent answers in milliseconds.
+const (
+	DefaultAgentDialTimeout  = 5 * time.Second  // connect to the agent's socket
+	DefaultAgentReplyTimeout = 10 * time.Second // agent's answer to spawn or probe
+	agentWriteTimeout        = 5 * time.Second  // one request frame into the socket
+	// exitReportSlack is how long after its SIGKILL (hangupGrace after the
+	// hang-up) the agent has to report the exit before the session counts as lost.
+	exitReportSlack = 3 * time.Second
+)
+
+// DefaultAgentSocket is where the agent listens unless configured otherwise:
+// an abstract socket, which lives in the network namespace the sidecar and
+// the workload share, so neither needs a shared volume. The agent refuses
+// peers inside its own PID namespace, which every workload process is.
+const DefaultAgentSocket = "@aptl-launch-agent"
+
+// maxSocketName is the longest sun_path without its terminating NUL (unix(7)).
+const maxSocketName = 107
+
+var (
+	// ErrAgentUnreachable reports that the agent's socket did not accept a
+	// connection: readiness is degraded, and no session can start.
+	ErrAgentUnreachable = errors.New("launch agent unreachable")
+	// ErrAgentLost is wrapped by Process.Wait when the agent vanished or broke
+	// the protocol before reporting the exit: the broker's "launcher-lost".
+	ErrAgentLost = errors.New("launch agent lost the session")
+	// ErrAgentRefused is wrapped by Launch when the agent answered with an error.
+	ErrAgentRefused = errors.New("launch agent refused the request")
+)
+
+// Agent is the "agent" adapter: session processes run in the workload,
+// started by aptl-launch-agent, which receives only the PTY slave (or the three
+// pipe ends) over a Unix socket; the master stays with the broker (DESIGN.md §3.5).
+//
+// A known consequence: the slave belongs to the sidecar's devpts instance, so
+// inside the workload ttyname(3) fails (`tty` prints "not a tty" and there is
+// no SSH_TTY), while isatty, /dev/tty, job control, sudo and getpass work.
+type Agent struct {
+	// Set by NewAgent and its options, then immutable.
+	socket                    string
+	dialTimeout, replyTimeout time.Duration
+	// exitWait bounds Wait after a Hangup: hangupGrace+exitReportSlack; tests shorten it.
+	exitWait time.Duration
+	// dial connects to the agent; tests replace it with one end of a socketpair.
+	dial func(ctx context.Context) (*net.UnixConn, error)
+}
+
+var _ Launcher = (*Agent)(nil)
+
+// AgentOption configures an Agent.
+type AgentOption func(*Agent) error
+
+// WithDialTimeout bounds the connect to the agent's socket.
+func WithDialTimeout(d time.Duration) AgentOption {
+	return func(a *Agent) error {
+		if d <= 0 {
+			return errors.New("launch: agent dial timeout must be positive")
+		}
+		a.dialTimeout = d
+		return nil
+	}
+}
+
+// WithReplyTimeout bounds the wait for the agent's answer to a spawn or probe.
+func WithReplyTimeout(d time.Duration) AgentOption {
+	return func(a *Agent) error {
+		if d <= 0 {
+			return errors.New("launch: agent reply timeout must be positive")
+		}
+		a.replyTimeout = d
+		return nil
+	}
+}
+
+// NewAgent returns the agent adapter for the agent listening on socket: a
+// filesystem path, or "@name" for an abstract socket. It does not connect;
+// Probe does.
+func NewAgent(socket string, opts ...AgentOption) (*Agent, error) {
+	if err := CheckAgentSocket(socket); err != nil {
+		return nil, err
+	}
+	a := &Agent{socket: socket, dialTimeout: DefaultAgentDialTimeout, replyTimeout: DefaultAgentReplyTimeout,
+		exitWait: hangupGrace + exitReportSlack}
+	for _, o := range opts {
+		if err := o(a); err != nil {
+			return nil, err
+		}
+	}
+	a.dial = func(ctx context.Context) (*net.UnixConn, error) {
+		var d net.Dialer
+		// "unixpacket" is SOCK_SEQPACKET; Go creates every socket with SOCK_CLOEXEC.
+		// A leading "@" names an abstract socket (unix(7)).
+		c, err := d.DialContext(ctx, "unixpacket", socket)
+		if err != nil {
+			return nil, err
+		}
+		return c.(*net.UnixConn), nil
+	}
+	return a, nil
+}
+
+// CheckAgentSocket reports whether socket is a usable agent address: an
+// absolute path, or "@" and a name of printable ASCII, at most 107 bytes.
+func CheckAgentSocket(socket string) error {
+	switch {
+	case socket == "" || socket == "@":
+		return errors.New("launch: agent socket is empty")
+	case len(socket) > maxSocketName:
+		return fmt.Errorf("launch: agent socket is longer than %d bytes", maxSocketName)
+	case strings.HasPrefix(socket, "@"):
+		for _, c := range []byte(socket[1:]) {
+			if c <= ' ' || c >= 0x7f {
+				return errors.New("launch: abstract agent socket name has a space or a non-printable byte")
+			}
+		}
+	case !filepath.IsAbs(socket) || strings.IndexByte(socket, 0) >= 0:
+		return errors.New("launch: agent socket must be an absolute path or @name")
+	}
+	return nil
+}
+
+// Name implements Launcher.
+func (a *Agent) Name() string { return "agent" }
+
+// Socket returns the agent's address, for logs and readiness.
+func (a *Agent) Socket() string { return a.socket }
+
+// spawnRequest builds, without sending it, the request for spec and the fds
+// that go with it (tests inspect both).
+func spawnRequest(spec Spec) (spawnMsg, []*os.File) {
+	m := spawnMsg{user: spec.User, term: spec.Term, command: spec.Command, env: spec.Env}
+	if spec.TTY != nil {
+		m.mode = spawnPTY
+		return m, []*os.File{spec.TTY}
+	}
+	m.mode = spawnPipes
+	return m, []*os.File{spec.Stdin, spec.Stdout, spec.Stderr}
+}
+
+// Launch implements Launcher: it sends the spawn request and the slave
+// end(s), drops its own copies, and waits (bounded) for the agent's answer.
+func (a *Agent) Launch(ctx context.Context, spec Spec) (p Process, err error) {
+	// Ownership of the spec's fds transfers here. Once sendmsg returned, the
+	// kernel holds the in-flight references; this process's copies are closed
+	// on every path, so the sidecar keeps no reference to the slave.
+	defer spec.closeFiles()
+	if err := spec.check(); err != nil {
+		return nil, err
+	}
+	msg, files := spawnRequest(spec)
+	c, stop, err := a.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		// Closing the connection is a hang-up for the agent: a session it
+		// started for a Launch that then failed here is ended, not orphaned.
+		if !stop() || err != nil {
+			c.Close()
+			p, err = nil, launchCtxErr(ctx, err)
+		}
+	}()
+	if err := writeFrame(c, maxRequestFrame, time.Now().Add(agentWriteTimeout), msgSpawn, msg.encode(), files...); err != nil {
+		return nil, err
+	}
+	spec.closeFiles()
+	id, err := a.readStarted(c, spec.User)
+	if err != nil {
+		return nil, err
+	}
+	// From here the waits last as long as the session; Hangup bounds the last one.
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return nil, fmt.Errorf("launch: agent: %w", err)
+	}
+	return &agentProcess{id: id, c: c, exitWait: a.exitWait}, nil
+}
+
+// connect dials the agent within dialTimeout. stop detaches ctx from the
+// connection and reports whether ctx had not yet expired.
+func (a *Agent) connect(ctx context.Context) (c *net.UnixConn, stop func() bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+	}
+	dctx, cancel := context.WithTimeout(ctx, a.dialTimeout)
+	defer cancel()
+	c, err = a.dial(dctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+		}
+		return nil, nil, fmt.Errorf("launch: %w at %s: %v", ErrAgentUnreachable, a.socket, err)
+	}
+	// Cancelling ctx interrupts any blocked read or write on c at once.
+	stop = context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	return c, stop, nil
+}
+
+func launchCtxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("launch: %w", context.Cause(ctx))
+	}
+	return err
+}
+
+// readStarted waits (bounded) for the answer to a spawn request.
+func (a *Agent) readStarted(c *net.UnixConn, user string) (Identity, error) {
+	if err := c.SetReadDeadline(time.Now().Add(a.replyTimeout)); err != nil {
+		return Identity{}, fmt.Errorf("launch: agent: %w", err)
+	}
+	f, err := readFrame(c, maxReplyFrame, msgStarted, msgError)
+	if err != nil {
+		return Identity{}, fmt.Errorf("launch: agent reply to spawn: %w", timeoutHint(err, a.replyTimeout))
+	}
+	if err := refuseFiles(&f); err != nil {
+		return Identity{}, err
+	}
+	if f.typ == msgError {
+		return Identity{}, replyError(f.body)
+	}
+	m, err := decodeStarted(f.body)
+	if err != nil {
+		return Identity{}, err
+	}
+	return identityFromStarted(m, user)
+}
+
+// refuseFiles closes any fd the agent sent: nothing flows from the workload
+// to the sidecar but bytes.
+func refuseFiles(f *frame) error {
+	if len(f.files) == 0 {
+		return nil
+	}
+	n := len(f.files)
+	f.closeFiles()
+	return protoErrorf("agent sent %d fds with a %s frame; closed them", n, f.typ)
+}
+
+// replyError turns an error reply into an error wrapping ErrAgentRefused.
+// The agent's message is quoted: it is the workload's text.
+func replyError(body []byte) error {
+	m, err := decodeError(body)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("launch: %w: %s: %q", ErrAgentRefused, truncate(m.code, 64), truncate(m.message, 512))
+}
+
+func timeoutHint(err error, d time.Duration) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("no answer within %v: %w", d, err)
+	}
+	return err
+}
+
+// identityFromStarted checks what the agent says it ran: the requested user,
+// valid ids and an absolute shell.
+func identityFromStarted(m startedMsg, user string) (Identity, error) {
+	switch {
+	case m.user != user:
+		return Identity{}, protoErrorf("started frame names another user than the request")
+	case uint64(m.uid) > maxID || uint64(m.gid) > maxID:
+		return Identity{}, protoErrorf("started frame: uid or gid out of range")
+	case !filepath.IsAbs(m.shell):
+		return Identity{}, protoErrorf("started frame: shell is not an absolute path")
+	}
+	return Identity{User: m.user, UID: int(m.uid), GID: int(m.gid), Home: m.home, Shell: m.shell, Note: m.note}, nil
+}
+
+// Probe connects to the agent and asks it to answer without starting
+// anything. It is for readiness: nil means a session could be launched now.
+func (a *Agent) Probe(ctx context.Context) (err error) {
+	c, stop, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer func() {
+		if !stop() {
+			err = launchCtxErr(ctx, err)
+		}
+	}()
+	if err := writeFrame(c, maxRequestFrame, time.Now().Add(agentWriteTimeout), msgProbe, nil); err != nil {
+		return fmt.Errorf("launch: %w: %v", ErrAgentUnreachable, err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(a.replyTimeout)); err != nil {
+		return err
+	}
+	f, err := readFrame(c, maxReplyFrame, msgProbeOK, msgError)
+	if err != nil {
+		return fmt.Errorf("launch: %w: probe: %v", ErrAgentUnreachable, timeoutHint(err, a.replyTimeout))
+	}
+	if err := refuseFiles(&f); err != nil {
+		return err
+	}
+	if f.typ == msgError {
+		return replyError(f.body)
+	}
+	if len(f.body) != 0 {
+		return protoErrorf("probe-ok frame has a body")
+	}
+	return nil
+}
+
+// agentProcess is a session process the agent started in the workload.
+//
+// Lifecycle: Launch returns it with no deadlines on c → Signal writes signal
+// frames → Hangup shuts down c's write side (the agent hangs the group up) and
+// sets a read deadline → Wait reads the exit frame (or loses the agent), sets
+// done and closes c.
+type agentProcess struct {
+	id       Identity      // immutable
+	c        *net.UnixConn // read only by Wait; written by Signal; shut down by Hangup
+	exitWait time.Duration // immutable; how long Wait waits after Hangup
+
+	done       atomic.Bool // set by Wait once it returns
+	hungUp     atomic.Bool // set by Hangup before it shortens Wait's read deadline
+	hangupOnce sync.Once
+}
+
+var _ Process = (*agentProcess)(nil)
+
+// Identity implements Process.
+func (p *agentProcess) Identity() Identity { return p.id }
+
+// Wait implements Process. It returns an error wrapping ErrAgentLost if the
+// agent closed the connection, broke the protocol, reported an error, or
+// did not report the exit within exitWait of a Hangup.
+func (p *agentProcess) Wait() (Exit, error) {
+	defer p.c.Close()
+	defer p.done.Store(true)
+	f, err := readFrame(p.c, maxReplyFrame, msgExit, msgError)
+	switch {
+	case err != nil && p.hungUp.Load() && errors.Is(err, os.ErrDeadlineExceeded):
+		return Exit{}, fmt.Errorf("launch: %w: no exit status within %v of the hang-up", ErrAgentLost, p.exitWait)
+	case errors.Is(err, errPeerClosed):
+		return Exit{}, fmt.Errorf("launch: %w: the agent closed the connection without an exit status", ErrAgentLost)
+	case err != nil:
+		return Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
+	}
+	if err := refuseFiles(&f); err != nil {
+		return Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
+	}
+	if f.typ == msgError {
+		return Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, replyError(f.body))
+	}
+	m, err := decodeExit(f.body)
+	if err == nil {
+		err = checkExit(m)
+	}
+	if err != nil {
+		return Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
+	}
+	return Exit{Code: int(m.code), Signal: syscall.Signal(m.signal), CoreDumped: m.core == 1}, nil
+}
+
+// checkExit accepts what wait(2) can report: a code 0-255, or a signal 1-64.
+func checkExit(m exitMsg) error {
+	switch {
+	case m.core > 1:
+		return protoErrorf("exit frame: core flag %d", m.core)
+	case m.signal == 0 && m.code <= 255 && m.core == 0:
+		return nil
+	case m.signal > 0 && m.signal < numSignals && m.code == 0:
+		return nil
+	}
+	return protoErrorf("exit frame: code %d with signal %d is not a wait status", m.code, m.signal)
+}
+
+// Signal implements Process: the agent sends sig to the session's process group.
+func (p *agentProcess) Signal(sig syscall.Signal) error {
+	if p.done.Load() {
+		return fmt.Errorf("launch: signal: %w", os.ErrProcessDone)
+	}
+	name := Exit{Signal: sig}.SignalName()
+	if name == "" {
+		return fmt.Errorf("launch: signal %d has no RFC 4254 name", int(sig))
+	}
+	return writeFrame(p.c, maxRequestFrame, time.Now().Add(agentWriteTimeout), msgSignal, encodeSignal(name))
+}
+
+// Hangup implements Process. It shuts down the connection's write side,
+// which the agent treats as the hang-up (SIGHUP, then SIGKILL after
+// hangupGrace), and bounds Wait. Only the first call has an effect; it never blocks.
+func (p *agentProcess) Hangup() {
+	p.hangupOnce.Do(func() {
+		p.hungUp.Store(true)
+		// After Wait closed c these fail harmlessly.
+		_ = p.c.CloseWrite()
+		_ = p.c.SetReadDeadline(time.Now().Add(p.exitWait))
+	})
+}

@@ -1,0 +1,191 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aptl/aptl-kali-capture/launch"
+)
+
+// buildAgent builds cmd/aptl-launch-agent as the workload gets it: static
+// (CGO_ENABLED=0), and checks that the result has no ELF interpreter.
+func buildAgent(tb testing.TB) string {
+	tb.Helper()
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		if gobin, err = exec.LookPath("go"); err != nil {
+			tb.Skip("the go tool is needed to build aptl-launch-agent")
+		}
+	}
+	out := filepath.Join(tb.TempDir(), "aptl-launch-agent")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, "../cmd/aptl-launch-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build aptl-launch-agent: %v\n%s", err, msg)
+	}
+	f, err := elf.Open(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			tb.Fatal("aptl-launch-agent is dynamically linked; the workload needs a static binary")
+		}
+	}
+	return out
+}
+
+// agentProc is a running aptl-launch-agent and what it logged.
+type agentProc struct {
+	cmd     *exec.Cmd
+	termPID int // gets SIGTERM at cleanup; 0 means cmd's process
+	socket  string
+	logs    *syncBuffer
+	done    chan struct{} // closed when cmd.Wait returned
+}
+
+// startAgent runs argv (the agent, or a wrapper that execs it), whose agent
+// listens on socket, and waits until a probe succeeds. At cleanup the agent
+// gets SIGTERM, then SIGKILL; if the test process dies first, Pdeathsig
+// ends it.
+func startAgent(tb testing.TB, socket string, argv ...string) *agentProc {
+	tb.Helper()
+	ap := &agentProc{socket: socket, logs: &syncBuffer{}, done: make(chan struct{})}
+	ap.cmd = exec.Command(argv[0], argv[1:]...)
+	ap.cmd.Stderr = ap.logs
+	ap.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := ap.cmd.Start(); err != nil {
+		tb.Fatalf("start agent: %v", err)
+	}
+	go func() {
+		ap.cmd.Wait()
+		close(ap.done)
+	}()
+	tb.Cleanup(func() { ap.stop(tb) })
+	a, err := launch.NewAgent(socket)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := a.Probe(ctx)
+		cancel()
+		if err == nil {
+			return ap
+		}
+		select {
+		case <-ap.done:
+			tb.Fatalf("agent exited before it answered a probe (%v); its log:\n%s", err, ap.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("agent never answered a probe: %v; its log:\n%s", err, ap.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop ends the agent: SIGTERM (it hangs up its sessions), then SIGKILL.
+func (ap *agentProc) stop(tb testing.TB) {
+	select {
+	case <-ap.done:
+		return
+	default:
+	}
+	if ap.termPID != 0 {
+		syscall.Kill(ap.termPID, syscall.SIGTERM)
+	} else {
+		ap.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-ap.done:
+		return
+	case <-time.After(10 * time.Second):
+	}
+	tb.Errorf("agent ignored SIGTERM for 10s; killing it")
+	if ap.termPID != 0 {
+		syscall.Kill(ap.termPID, syscall.SIGKILL)
+	}
+	ap.cmd.Process.Kill()
+	<-ap.done
+}
+
+// testAgentUserFlags allow the agent to start sessions as the harness's
+// login user, which is this process's user (root in CI, so the agent must
+// also allow root).
+func testAgentUserFlags(tb testing.TB) []string {
+	tb.Helper()
+	u, err := user.Current()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	flags := []string{"-users", u.Username}
+	if u.Uid == "0" {
+		flags = append(flags, "-allow-root")
+	}
+	return flags
+}
+
+// childPIDs returns the children of pid, from /proc/<pid>/task/*/children.
+func childPIDs(tb testing.TB, pid int) []int {
+	tb.Helper()
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, s := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(s); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	return pids
+}
+
+// agentLogHas reports whether any JSON log line of the agent has msg.
+func agentLogHas(logs, msg string) bool {
+	return strings.Contains(logs, `"msg":"`+msg+`"`)
+}
+
+var errNoAgentChild = errors.New("the agent has no child")
+
+// onlyChild returns the agent's one child (a session leader).
+func onlyChild(tb testing.TB, pid int) (int, error) {
+	tb.Helper()
+	kids := childPIDs(tb, pid)
+	switch len(kids) {
+	case 0:
+		return 0, errNoAgentChild
+	case 1:
+		return kids[0], nil
+	}
+	return 0, fmt.Errorf("the agent has %d children: %v", len(kids), kids)
+}
+
+// noCanary fails if s holds canary.
+func noCanary(tb testing.TB, where, s, canary string) {
+	tb.Helper()
+	if bytes.Contains([]byte(s), []byte(canary)) {
+		tb.Errorf("%s contains the canary %q", where, canary)
+	}
+}

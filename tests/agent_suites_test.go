@@ -1,0 +1,86 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aptl/aptl-kali-capture/launch"
+)
+
+// agentSuites are the client suites of the broker core that run again with
+// the agent adapter in place of local. Suites that wrap the launcher
+// (failure_test.go) or test only the broker's refusals are not repeated.
+var agentSuites = []struct {
+	name string
+	fn   func(*testing.T)
+}{
+	{"PersistentShellProtocol", TestPersistentShellProtocol},
+	{"RawModeByteFidelity", TestRawModeByteFidelity},
+	{"TerminalSemantics", TestTerminalSemantics},
+	{"OpenSSHExecWithoutPTY", TestOpenSSHExecWithoutPTY},
+	{"OpenSSHPTYShell", TestOpenSSHPTYShell},
+	{"OpenSSHCloseOrder", TestOpenSSHCloseOrder},
+	{"PythonClients", TestPythonClients},
+	{"ClientCloseHangsUpShell", TestClientCloseHangsUpShell},
+	{"ShutdownFinalizesOpenSessions", TestShutdownFinalizesOpenSessions},
+	{"StalledClientLosesNothing", TestStalledClientLosesNothing},
+	{"NoLeaksAfterSequentialSessions", TestNoLeaksAfterSequentialSessions},
+	{"BackgroundJobHoldingTerminal", TestBackgroundJobHoldingTerminal},
+	{"ShutdownWithStalledClient", TestShutdownWithStalledClient},
+	{"Signals", TestSignals},
+	{"ExitSignalFromShell", TestExitSignalFromShell},
+	{"SecretsNeverLogged", TestSecretsNeverLogged},
+}
+
+// TestAgentClientSuites runs the client suites with every harness's
+// sessions started by a real aptl-launch-agent (the static binary) on a
+// socket of its own. The agent shares this process's namespaces, so it
+// runs with its development flag; TestAgentNamespaceIsolation covers the
+// separated deployment. Each agent's log must hold no canary of the suites.
+func TestAgentClientSuites(t *testing.T) {
+	bin := buildAgent(t)
+	userFlags := testAgentUserFlags(t)
+	saved := newLauncher
+	t.Cleanup(func() { newLauncher = saved })
+	var agents []*agentProc
+	newLauncher = func(tb testing.TB) launch.Launcher {
+		dir, err := os.MkdirTemp("", "aptl-agent-") // short: sun_path holds 107 bytes
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { os.RemoveAll(dir) })
+		socket := filepath.Join(dir, "agent.sock")
+		argv := append([]string{bin, "-socket", socket, "-insecure-allow-same-pidns", "-log-level", "debug"}, userFlags...)
+		agents = append(agents, startAgent(tb, socket, argv...))
+		a, err := launch.NewAgent(socket)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return a
+	}
+	for _, s := range agentSuites {
+		agents = agents[:0]
+		t.Run(s.name, func(t *testing.T) {
+			s.fn(t)
+			for _, ap := range agents {
+				checkAgentLog(t, ap.logs.String())
+			}
+		})
+	}
+}
+
+// checkAgentLog: the agent logs JSON lines, and never the canaries,
+// secrets or markers the suites send.
+func checkAgentLog(t *testing.T, logs string) {
+	t.Helper()
+	for _, canary := range []string{"CANARY7f3a9", "hunter2-not-echoed", "héllo", "D_START_", "SEQ_BEGIN"} {
+		noCanary(t, "the agent's log", logs, canary)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		if line != "" && !strings.HasPrefix(line, "{") {
+			t.Errorf("agent log line is not JSON: %q", line)
+		}
+	}
+}
