@@ -122,7 +122,11 @@ func (ss *session) start(command string) (err error) {
 	slaves = nil
 	if r.proc, err = ss.srv.cfg.Launcher.Launch(ss.ctx, spec); err != nil {
 		r.rec.Close(exitSSHFailure, recorder.Header{Name: "APTL_CLOSE_REASON", Value: reasonLaunchFailed})
-		return &userError{msg: "could not start the session process", cause: err}
+		msg := "could not start the session process"
+		if errors.Is(err, launch.ErrAgentUnreachable) {
+			msg += ": the launch agent in the workload is unreachable"
+		}
+		return &userError{msg: msg, cause: err}
 	}
 	r.annotateIdentity()
 	ss.run.Store(r)
@@ -393,12 +397,13 @@ func (r *run) finish() {
 
 // notify tells the client on stderr why the sidecar ended its session. The
 // line is recorded first, as stderr, so that every byte the client
-// received from this session is in its record.
+// received from this session is in its record. When recording itself has
+// failed the client is told all the same: the record is already broken,
+// and the close record (if it can be written) carries the notice.
 func (r *run) notify(msg string) {
 	line := r.ss.noticeLine(msg)
 	if err := r.rec.Stderr(line); err != nil {
-		r.log.Warn("notice not recorded; not sent", "err", err.Error())
-		return
+		r.log.Warn("notice not recorded", "err", err.Error())
 	}
 	n, _ := r.ss.ch.Stderr().Write(line)
 	if len(r.outputs) > 1 {

@@ -325,7 +325,7 @@ func TestSidecarKilledMidSession(t *testing.T) {
 	}
 	bin := buildCommand(t)
 	work := t.TempDir()
-	srv, sshArgs, _ := startServe(t, bin, work, "--sync", "strict")
+	srv, sshArgs, _ := startServe(t, bin, work, "--sync", "strict", "--ready-file", filepath.Join(work, "ready"))
 	cmd := exec.Command("ssh", append(sshArgs, "-tt", "-o", "BatchMode=yes")...)
 	stdin, _ := cmd.StdinPipe()
 	var out syncBuffer
@@ -361,7 +361,7 @@ func TestSidecarKilledMidSession(t *testing.T) {
 
 	// The next start states the cut in a signed recovery record; the
 	// session stays unfinalized.
-	srv2, _, logs := startServe(t, bin, work)
+	srv2, _, logs := startServe(t, bin, work, "--ready-file", filepath.Join(work, "ready"))
 	waitFor(t, 10*time.Second, "the recovery record", func() bool {
 		_, err := os.Stat(filepath.Join(dirs[0], "pty", integrity.RecoveryFile))
 		return err == nil && strings.Contains(logs.String(), "unfinalized session recovered")

@@ -7,11 +7,13 @@ import (
 	"net"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -104,6 +106,11 @@ type serveConfig struct {
 	limits         broker.Limits
 	sync           recorder.SyncMode
 	maxTranscript  int64 // bytes; 0: no cap
+	agentSocket    string
+	agentDial      time.Duration
+	agentReply     time.Duration
+	agentProbe     time.Duration
+	readyFile      string
 }
 
 // Defaults for a newcomer on a development machine: loopback only, and
@@ -125,7 +132,12 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	e.String(&c.stateDir, "state-dir", "APTL_CAPTURE_STATE_DIR", defaultStateDir, "private state: host key, and the newcomer client key")
 	e.String(&c.authorizedKeys, "authorized-keys", "APTL_CAPTURE_AUTHORIZED_KEYS", "", "OpenSSH authorized_keys file (default: <state-dir>/authorized_keys, created with a new client key if absent)")
 	e.String(&users, "users", "APTL_CAPTURE_USERS", currentUserName(), "comma-separated SSH login names allowed")
-	e.String(&c.launch, "launch", "APTL_CAPTURE_LAUNCH", "local", "launch adapter: local")
+	e.String(&c.launch, "launch", "APTL_CAPTURE_LAUNCH", "local", "launch adapter: local (shell in the sidecar) or agent (shell in the workload via aptl-launch-agent)")
+	e.String(&c.agentSocket, "agent-socket", "APTL_CAPTURE_AGENT_SOCKET", launch.DefaultAgentSocket, "the agent's Unix socket: an absolute path, or @name for an abstract socket in the shared network namespace")
+	e.Duration(&c.agentDial, "agent-dial-timeout", "APTL_CAPTURE_AGENT_DIAL_TIMEOUT", 5*time.Second, "time to connect to the agent")
+	e.Duration(&c.agentReply, "agent-reply-timeout", "APTL_CAPTURE_AGENT_REPLY_TIMEOUT", 10*time.Second, "time the agent has to answer a request")
+	e.Duration(&c.agentProbe, "agent-probe-interval", "APTL_CAPTURE_AGENT_PROBE_INTERVAL", 5*time.Second, "how often readiness probes the agent")
+	e.String(&c.readyFile, "ready-file", "APTL_CAPTURE_READY_FILE", defaultReadyFile, "readiness file (key=value lines) that the health subcommand reads")
 	e.String(&acceptEnv, "accept-env", "APTL_CAPTURE_ACCEPT_ENV", strings.Join(broker.DefaultAcceptEnv, ","), "env names (or PREFIX*) passed to the session besides APTL_SESSION_ID, APTL_RUN_ID, APTL_TRACE_ID")
 	e.String(&c.logFormat, "log-format", "APTL_CAPTURE_LOG_FORMAT", "text", "log format: text or json")
 	e.Duration(&c.shutdownGrace, "shutdown-grace", "APTL_CAPTURE_SHUTDOWN_GRACE", 10*time.Second, "time SIGTERM allows sessions to finalize")
@@ -178,8 +190,22 @@ func (c *serveConfig) check(e *envFlags) error {
 			return e.settingError("users", "%q is not a valid login name", u)
 		}
 	}
-	if c.launch != "local" {
-		return e.settingError("launch", "unknown adapter %q (this build has: local)", c.launch)
+	switch c.launch {
+	case "local":
+	case "agent":
+		if err := launch.CheckAgentSocket(c.agentSocket); err != nil {
+			return e.settingError("agent-socket", "%v", err)
+		}
+	default:
+		return e.settingError("launch", "unknown adapter %q (want local or agent)", c.launch)
+	}
+	for name, d := range map[string]time.Duration{"agent-dial-timeout": c.agentDial, "agent-reply-timeout": c.agentReply, "agent-probe-interval": c.agentProbe} {
+		if d <= 0 || d > time.Minute {
+			return e.settingError(name, "must be more than 0 and at most 1m")
+		}
+	}
+	if c.readyFile == "" || !filepath.IsAbs(c.readyFile) && strings.HasPrefix(c.readyFile, "-") {
+		return e.settingError("ready-file", "must be a path")
 	}
 	for _, p := range c.acceptEnv {
 		if !broker.ValidEnvPattern(p) {

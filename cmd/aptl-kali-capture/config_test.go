@@ -42,6 +42,18 @@ func TestParseServeConfigEnvAndFlags(t *testing.T) {
 	}
 }
 
+func TestParseServeConfigAgent(t *testing.T) {
+	t.Setenv("APTL_CAPTURE_LAUNCH", "agent")
+	t.Setenv("APTL_CAPTURE_AGENT_SOCKET", "/run/aptl/agent.sock")
+	c, err := parseServeConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.launch != "agent" || c.agentSocket != "/run/aptl/agent.sock" || c.agentDial != 5*time.Second {
+		t.Errorf("config = %+v", c)
+	}
+}
+
 func TestParseServeConfigErrors(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -61,6 +73,8 @@ func TestParseServeConfigErrors(t *testing.T) {
 		{name: "bad accept-env", args: []string{"--accept-env", "LANG,LD_*X"}, wantErr: "--accept-env"},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: "--log-format"},
 		{name: "empty root", args: []string{"--root", ""}, wantErr: "--root / APTL_CAPTURE_ROOT: must not be empty"},
+		{name: "agent socket relative", env: map[string]string{"APTL_CAPTURE_LAUNCH": "agent", "APTL_CAPTURE_AGENT_SOCKET": "run/agent.sock"}, wantErr: "--agent-socket / APTL_CAPTURE_AGENT_SOCKET"},
+		{name: "agent probe interval", args: []string{"--agent-probe-interval", "2h"}, wantErr: "--agent-probe-interval"},
 		{name: "bad sync", env: map[string]string{"APTL_CAPTURE_SYNC": "sometimes"}, wantErr: "--sync / APTL_CAPTURE_SYNC"},
 		{name: "negative cap", args: []string{"--max-transcript-mb", "-1"}, wantErr: "--max-transcript-mb"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: `unexpected argument "extra"`},

@@ -17,7 +17,6 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/broker"
-	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -81,11 +80,15 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err != nil {
 		log.Error("recovery of unfinalized sessions incomplete", "err", err.Error())
 	}
+	launcher, probe, err := newLauncher(cfg)
+	if err != nil {
+		return err
+	}
 	srv, err := broker.New(broker.Config{
 		HostKey:            hostKey,
 		AuthorizedKeys:     ak,
 		Users:              cfg.users,
-		Launcher:           launch.NewLocal(),
+		Launcher:           launcher,
 		CaptureRoot:        cfg.root,
 		AcceptEnv:          cfg.acceptEnv,
 		Limits:             cfg.limits,
@@ -102,6 +105,20 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "adapter", cfg.launch, "root", cfg.root,
 		"host_key", gossh.FingerprintSHA256(hostKey.PublicKey()))
+	if probe != nil {
+		log.Info("launch agent", "socket", cfg.agentSocket)
+	}
+	ready := newReadiness(cfg.readyFile, cfg.launch, log)
+	defer ready.remove()
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	if probe == nil {
+		ready.set(stateOK)
+	} else {
+		// The workload may start after the sidecar: serve anyway, degraded,
+		// and refuse sessions (with a record) until the agent answers.
+		go ready.watchLaunch(watchCtx, probe, cfg.agentProbe)
+	}
 	if clientKey != "" {
 		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey); err != nil {
 			return err

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aptl/aptl-kali-capture/launch"
+)
+
+// defaultReadyFile is where the lab's Compose healthcheck looks (DESIGN §3.7).
+const defaultReadyFile = "/run/aptl-kali-capture-ready"
+
+// Capability states in the readiness file.
+const (
+	stateOK       = "ok"
+	stateDegraded = "degraded"
+	stateDisabled = "disabled"
+)
+
+// readiness maintains the readiness file: key=value lines saying when the
+// sidecar became ready and the state of each capability. pcap is disabled
+// until this build captures packets.
+type readiness struct {
+	path    string
+	adapter string
+	log     *slog.Logger
+	readyAt time.Time
+	launch  string // the state last written; owned by the goroutine that writes
+}
+
+func newReadiness(path, adapter string, log *slog.Logger) *readiness {
+	return &readiness{path: path, adapter: adapter, log: log, readyAt: time.Now().UTC()}
+}
+
+// set writes the file when the launch state changes. The write is atomic
+// (a temporary file renamed over it), so health never reads half a file.
+func (r *readiness) set(launchState string) {
+	if launchState == r.launch {
+		return
+	}
+	r.launch = launchState
+	r.log.Info("readiness", "launch", launchState, "adapter", r.adapter)
+	body := fmt.Sprintf("ready_at=%s\npty=%s\npcap=%s\nlaunch=%s\nadapter=%s\n",
+		r.readyAt.Format(time.RFC3339), stateOK, stateDisabled, launchState, r.adapter)
+	tmp, err := os.CreateTemp(filepath.Dir(r.path), ".ready-*")
+	if err == nil {
+		_, err = tmp.WriteString(body)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Chmod(tmp.Name(), 0o644)
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), r.path)
+		}
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}
+	if err != nil {
+		r.log.Warn("readiness file not written", "path", r.path, "err", err.Error())
+	}
+}
+
+// remove withdraws readiness when the server stops.
+func (r *readiness) remove() { os.Remove(r.path) }
+
+// prober is the part of the agent adapter readiness uses.
+type prober interface {
+	Probe(ctx context.Context) error
+}
+
+// probeTimeout bounds one readiness probe of the agent.
+const probeTimeout = 2 * time.Second
+
+// watchLaunch keeps the launch state current until ctx ends: ok while the
+// agent answers, degraded while it does not (sessions are then refused with
+// a record, never run unrecorded).
+func (r *readiness) watchLaunch(ctx context.Context, p prober, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err := p.Probe(pctx)
+		cancel()
+		if err != nil {
+			if r.launch != stateDegraded {
+				r.log.Warn("launch agent unreachable", "err", err.Error())
+			}
+			r.set(stateDegraded)
+		} else {
+			r.set(stateOK)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// newLauncher builds the configured adapter; the agent's also gets a
+// readiness watcher.
+func newLauncher(cfg *serveConfig) (launch.Launcher, prober, error) {
+	if cfg.launch == "local" {
+		return launch.NewLocal(), nil, nil
+	}
+	a, err := launch.NewAgent(cfg.agentSocket, launch.WithDialTimeout(cfg.agentDial), launch.WithReplyTimeout(cfg.agentReply))
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, a, nil
+}
