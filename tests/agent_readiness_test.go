@@ -18,13 +18,7 @@ import (
 // session is refused with a clear error and a record, never run unrecorded.
 // Once the agent listens, readiness turns ok and sessions run in it.
 func TestAgentReadiness(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds both binaries; skipped in -short mode")
-	}
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("OpenSSH client (Debian openssh-client) not installed")
-	}
-	bin, agentBin := buildCommand(t), buildAgent(t)
+	bin, agentBin := buildForLiveTest(t), buildAgent(t)
 	work := t.TempDir()
 	socket := fmt.Sprintf("@aptl-test-ready-%d", time.Now().UnixNano())
 	ready := filepath.Join(work, "ready")

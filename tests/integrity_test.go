@@ -317,13 +317,7 @@ func mustRead(t *testing.T, path string) []byte {
 // runs: the verifier must report the session unfinalized, with how far it
 // checks out, never OK.
 func TestSidecarKilledMidSession(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary; skipped in -short mode")
-	}
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("OpenSSH client (Debian openssh-client) not installed")
-	}
-	bin := buildCommand(t)
+	bin := buildForLiveTest(t)
 	work := t.TempDir()
 	srv, sshArgs, _ := startServe(t, bin, work, "--sync", "strict", "--ready-file", filepath.Join(work, "ready"))
 	cmd := exec.Command("ssh", append(sshArgs, "-tt", "-o", "BatchMode=yes")...)

@@ -24,18 +24,25 @@ func buildCommand(t *testing.T) string {
 	return bin
 }
 
-// TestNewcomerDefaults runs the binary the way the README tells a newcomer
-// to, in an empty directory, and logs in with the ssh command it prints.
-// Only the port differs (127.0.0.1:0, so parallel runs cannot collide); the
-// printed command must carry the real one.
-func TestNewcomerDefaults(t *testing.T) {
+// buildForLiveTest builds the binary for a test that runs it and logs in
+// with stock OpenSSH, or skips that test.
+func buildForLiveTest(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary; skipped in -short mode")
 	}
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("OpenSSH client (Debian openssh-client) not installed")
 	}
-	bin := buildCommand(t)
+	return buildCommand(t)
+}
+
+// TestNewcomerDefaults runs the binary the way the README tells a newcomer
+// to, in an empty directory, and logs in with the ssh command it prints.
+// Only the port differs (127.0.0.1:0, so parallel runs cannot collide); the
+// printed command must carry the real one.
+func TestNewcomerDefaults(t *testing.T) {
+	bin := buildForLiveTest(t)
 	work := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
