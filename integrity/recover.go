@@ -3,6 +3,7 @@ package integrity
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -113,4 +114,41 @@ func tailAttrs(dir string, off int64, into map[string]string) error {
 		into[f.sum] = hex.EncodeToString(whole.Sum(nil))
 	}
 	return nil
+}
+
+// checkRecovery reads the recovery file a restarted sidecar wrote for this
+// unfinalized session, if any, and reports what it states. It must continue
+// the chain from the last record that checks out and carry a trusted
+// signature; the session stays unfinalized either way.
+func (v *verifier) checkRecovery() {
+	lines, err := readLog(filepath.Join(v.rep.Dir, PTYDir, RecoveryFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil || len(lines) != 2 || !lines[0].complete || !lines[1].complete {
+		v.anomaly(RecoveryFile, -1, -1, "recovery file is not one recovery record and one checkpoint")
+		return
+	}
+	var rec, cp Record
+	if json.Unmarshal(lines[0].text, &rec) != nil || json.Unmarshal(lines[1].text, &cp) != nil {
+		v.anomaly(RecoveryFile, -1, -1, "recovery file does not parse")
+		return
+	}
+	seq := int64(v.rep.Records)
+	sum := sha256.Sum256(lines[0].text)
+	switch {
+	case rec.Type != TypeRecovery || rec.Seq != uint64(seq) || rec.Prev != v.lastHash:
+		v.anomaly(RecoveryFile, seq, 0, "recovery record does not continue the chain after record %d", seq-1)
+		return
+	case cp.Type != TypeCheckpoint || cp.Prev != hex.EncodeToString(sum[:]):
+		v.anomaly(RecoveryFile, seq+1, lines[1].off, "recovery checkpoint does not follow the recovery record")
+		return
+	}
+	pub, err := VerifySSHSIG(cp.Sig, HeadNamespace, HeadMessage(v.rep.RunID, v.rep.SessionID, rec.Seq, cp.Prev))
+	if err != nil || !v.isTrusted(pub) {
+		v.anomaly(RecoveryFile, seq+1, lines[1].off, "recovery checkpoint is not signed by a trusted key")
+		return
+	}
+	v.anomaly(RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s typescript bytes from offset %s are not covered by the log (sha256 %s)",
+		rec.Time.Format(time.RFC3339), rec.Attrs["unaccounted_len"], rec.Attrs["unaccounted_off"], rec.Attrs["unaccounted_sha256"])
 }

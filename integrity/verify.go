@@ -1,7 +1,6 @@
 package integrity
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -468,61 +467,6 @@ func (v *verifier) checkPrefix(f *os.File, name, sizeAttr, sumAttr string, seq i
 	return true
 }
 
-// checkTiming checks that the timing file parses as util-linux's advanced
-// format and that its I and O totals match the stored bytes of the chain.
-func (v *verifier) checkTiming() {
-	var in, out int64
-	sc := bufio.NewScanner(io.NewSectionReader(v.tm, 0, v.tmSize))
-	sc.Buffer(make([]byte, 64<<10), 64<<10)
-	var off int64
-	for sc.Scan() {
-		line := sc.Bytes()
-		if err := timingTotals(line, &in, &out); err != nil {
-			v.anomaly(TimingFile, -1, off, "%v", err)
-			return
-		}
-		off += int64(len(line)) + 1
-	}
-	if err := sc.Err(); err != nil {
-		v.anomaly(TimingFile, -1, off, "%v", err)
-		return
-	}
-	// Without a close record (a crash) the transcript may hold data whose
-	// log records were never flushed; the unfinalized anomaly says so.
-	if v.closeRec != nil && v.rep.Bytes.Stored-v.untimed != in+out {
-		v.anomaly(TimingFile, v.closeSeq, v.tmGood, "timing accounts for %d bytes (I %d + O %d), the chain for %d stored and timed",
-			in+out, in, out, v.rep.Bytes.Stored-v.untimed)
-	}
-}
-
-var errTimingLine = errors.New("not a timing line")
-
-func timingTotals(line []byte, in, out *int64) error {
-	f := bytes.Fields(line)
-	if len(f) < 3 || len(f[0]) != 1 {
-		return fmt.Errorf("%w: %.40q", errTimingLine, line)
-	}
-	if _, err := strconv.ParseFloat(string(f[1]), 64); err != nil {
-		return fmt.Errorf("%w: %.40q", errTimingLine, line)
-	}
-	switch f[0][0] {
-	case 'I', 'O':
-		n, err := strconv.ParseInt(string(f[2]), 10, 64)
-		if err != nil || n < 0 || len(f) != 3 {
-			return fmt.Errorf("%w: %.40q", errTimingLine, line)
-		}
-		if f[0][0] == 'I' {
-			*in += n
-		} else {
-			*out += n
-		}
-	case 'H', 'S':
-	default:
-		return fmt.Errorf("%w: %.40q", errTimingLine, line)
-	}
-	return nil
-}
-
 // checkEnd decides finalization: a close record, followed by a signed
 // checkpoint as the very last record, whose file digests match.
 func (v *verifier) checkEnd(nLines int) {
@@ -555,68 +499,4 @@ func (v *verifier) checkEnd(nLines int) {
 		}
 	}
 	v.rep.Finalized = ok
-}
-
-// LastHead returns the message and signature of the last checkpoint in
-// dir's log, for checking with ssh-keygen -Y verify independently of this
-// program. It does not verify anything itself.
-func LastHead(dir string) (message []byte, sig string, err error) {
-	lines, err := readLog(filepath.Join(dir, PTYDir, LogFile))
-	if err != nil {
-		return nil, "", err
-	}
-	var run, session string
-	for i, ln := range lines {
-		var r Record
-		if err := json.Unmarshal(ln.text, &r); err != nil {
-			return nil, "", fmt.Errorf("%s record %d: %w", LogFile, i, err)
-		}
-		if r.Type == TypeOpen {
-			run, session = r.Attrs[AttrRunID], r.Attrs[AttrSessionID]
-		}
-		if r.Type == TypeCheckpoint && r.Seq > 0 {
-			message, sig = HeadMessage(run, session, r.Seq-1, r.Prev), r.Sig
-		}
-	}
-	if sig == "" {
-		return nil, "", fmt.Errorf("%s: no checkpoint", LogFile)
-	}
-	return message, sig, nil
-}
-
-// checkRecovery reads the recovery file a restarted sidecar wrote for this
-// unfinalized session, if any, and reports what it states. It must continue
-// the chain from the last record that checks out and carry a trusted
-// signature; the session stays unfinalized either way.
-func (v *verifier) checkRecovery() {
-	lines, err := readLog(filepath.Join(v.rep.Dir, PTYDir, RecoveryFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return
-	}
-	if err != nil || len(lines) != 2 || !lines[0].complete || !lines[1].complete {
-		v.anomaly(RecoveryFile, -1, -1, "recovery file is not one recovery record and one checkpoint")
-		return
-	}
-	var rec, cp Record
-	if json.Unmarshal(lines[0].text, &rec) != nil || json.Unmarshal(lines[1].text, &cp) != nil {
-		v.anomaly(RecoveryFile, -1, -1, "recovery file does not parse")
-		return
-	}
-	seq := int64(v.rep.Records)
-	sum := sha256.Sum256(lines[0].text)
-	switch {
-	case rec.Type != TypeRecovery || rec.Seq != uint64(seq) || rec.Prev != v.lastHash:
-		v.anomaly(RecoveryFile, seq, 0, "recovery record does not continue the chain after record %d", seq-1)
-		return
-	case cp.Type != TypeCheckpoint || cp.Prev != hex.EncodeToString(sum[:]):
-		v.anomaly(RecoveryFile, seq+1, lines[1].off, "recovery checkpoint does not follow the recovery record")
-		return
-	}
-	pub, err := VerifySSHSIG(cp.Sig, HeadNamespace, HeadMessage(v.rep.RunID, v.rep.SessionID, rec.Seq, cp.Prev))
-	if err != nil || !v.isTrusted(pub) {
-		v.anomaly(RecoveryFile, seq+1, lines[1].off, "recovery checkpoint is not signed by a trusted key")
-		return
-	}
-	v.anomaly(RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s typescript bytes from offset %s are not covered by the log (sha256 %s)",
-		rec.Time.Format(time.RFC3339), rec.Attrs["unaccounted_len"], rec.Attrs["unaccounted_off"], rec.Attrs["unaccounted_sha256"])
 }
