@@ -104,6 +104,29 @@ func (r *readiness) watchLaunch(ctx context.Context, p prober, every time.Durati
 	}
 }
 
+// startReadiness writes the readiness file and, for the agent adapter,
+// keeps it current. The returned function stops that and withdraws it.
+func startReadiness(cfg *serveConfig, probe prober, log *slog.Logger) (stop func()) {
+	ready := newReadiness(cfg.readyFile, cfg.launch, log)
+	if probe == nil {
+		ready.set(stateOK)
+		return ready.remove
+	}
+	// The workload may start after the sidecar: serve anyway, degraded, and
+	// refuse sessions (with a record) until the agent answers.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ready.watchLaunch(ctx, probe, cfg.agentProbe)
+	}()
+	return func() {
+		cancel()
+		<-done
+		ready.remove()
+	}
+}
+
 // newLauncher builds the configured adapter; the agent's also gets a
 // readiness watcher.
 func newLauncher(cfg *serveConfig) (launch.Launcher, prober, error) {

@@ -108,17 +108,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if probe != nil {
 		log.Info("launch agent", "socket", cfg.agentSocket)
 	}
-	ready := newReadiness(cfg.readyFile, cfg.launch, log)
-	defer ready.remove()
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	defer stopWatch()
-	if probe == nil {
-		ready.set(stateOK)
-	} else {
-		// The workload may start after the sidecar: serve anyway, degraded,
-		// and refuse sessions (with a record) until the agent answers.
-		go ready.watchLaunch(watchCtx, probe, cfg.agentProbe)
-	}
+	defer startReadiness(cfg, probe, log)()
 	if clientKey != "" {
 		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey); err != nil {
 			return err
