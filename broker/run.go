@@ -208,6 +208,7 @@ func (r *run) annotateIdentity() {
 		recorder.Header{Name: "APTL_RUN_AS_UID", Value: strconv.Itoa(id.UID)},
 		recorder.Header{Name: "APTL_RUN_AS_SHELL", Value: id.Shell},
 		recorder.Header{Name: "APTL_RUN_AS_NOTE", Value: id.Note},
+		recorder.Header{Name: "APTL_RUN_AS_SOURCE", Value: id.Source},
 	)
 	if err != nil {
 		r.ss.stop(ioCause(err))

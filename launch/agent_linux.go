@@ -43,6 +43,9 @@ var (
 	ErrAgentLost = errors.New("launch agent lost the session")
 	// ErrAgentRefused is wrapped by Launch when the agent answered with an error.
 	ErrAgentRefused = errors.New("launch agent refused the request")
+	// ErrAgentUntrusted means the peer at the agent socket is not the agent
+	// the sidecar expects: wrong uid, or inside the sidecar's PID namespace.
+	ErrAgentUntrusted = errors.New("peer at the launch agent socket is not trusted")
 )
 
 // Agent is the "agent" adapter: session processes run in the workload,
@@ -60,6 +63,10 @@ type Agent struct {
 	exitWait time.Duration
 	// dial connects to the agent; tests replace it with one end of a socketpair.
 	dial func(ctx context.Context) (*net.UnixConn, error)
+	// agentUID is the uid the agent must run as; samePIDNS allows an agent
+	// inside the sidecar's own PID namespace (development and tests only).
+	agentUID  int
+	samePIDNS bool
 }
 
 var _ Launcher = (*Agent)(nil)
@@ -89,6 +96,28 @@ func WithReplyTimeout(d time.Duration) AgentOption {
 	}
 }
 
+// WithAgentUID sets the uid the agent must run as (0 by default). Anyone can
+// bind an abstract socket name, so the sidecar checks who answered.
+func WithAgentUID(uid int) AgentOption {
+	return func(a *Agent) error {
+		if uid < 0 {
+			return errors.New("launch: agent uid must not be negative")
+		}
+		a.agentUID = uid
+		return nil
+	}
+}
+
+// InsecureAllowAgentInSamePIDNS accepts an agent inside the sidecar's own
+// PID namespace, for development and tests. In a deployment the agent runs
+// in the workload's PID namespace, where SO_PEERCRED reports pid 0.
+func InsecureAllowAgentInSamePIDNS() AgentOption {
+	return func(a *Agent) error {
+		a.samePIDNS = true
+		return nil
+	}
+}
+
 // NewAgent returns the agent adapter for the agent listening on socket: a
 // filesystem path, or "@name" for an abstract socket. It does not connect;
 // Probe does.
@@ -111,7 +140,12 @@ func NewAgent(socket string, opts ...AgentOption) (*Agent, error) {
 		if err != nil {
 			return nil, err
 		}
-		return c.(*net.UnixConn), nil
+		uc := c.(*net.UnixConn)
+		if err := a.checkPeer(uc); err != nil {
+			uc.Close()
+			return nil, err
+		}
+		return uc, nil
 	}
 	return a, nil
 }
@@ -201,10 +235,13 @@ func (a *Agent) connect(ctx context.Context) (c *net.UnixConn, stop func() bool,
 	dctx, cancel := context.WithTimeout(ctx, a.dialTimeout)
 	defer cancel()
 	c, err = a.dial(dctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("launch: %w", context.Cause(ctx))
-		}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return nil, nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+	case errors.Is(err, ErrAgentUntrusted):
+		return nil, nil, fmt.Errorf("launch: %w at %s", err, a.socket)
+	default:
 		return nil, nil, fmt.Errorf("launch: %w at %s: %v", ErrAgentUnreachable, a.socket, err)
 	}
 	// Cancelling ctx interrupts any blocked read or write on c at once.
@@ -280,7 +317,8 @@ func identityFromStarted(m startedMsg, user string) (Identity, error) {
 	case !filepath.IsAbs(m.shell):
 		return Identity{}, protoErrorf("started frame: shell is not an absolute path")
 	}
-	return Identity{User: m.user, UID: int(m.uid), GID: int(m.gid), Home: m.home, Shell: m.shell, Note: m.note}, nil
+	return Identity{User: m.user, UID: int(m.uid), GID: int(m.gid), Home: m.home, Shell: m.shell, Note: m.note,
+		Source: IdentityReported}, nil
 }
 
 // Probe connects to the agent and asks it to answer without starting

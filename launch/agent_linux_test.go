@@ -93,7 +93,7 @@ func newTestAgent(t testing.TB, mutate func(*AgentConfig)) *testAgent {
 		}
 	})
 	ta.srv = srv
-	if ta.agent, err = NewAgent(socket, WithReplyTimeout(failAfter)); err != nil {
+	if ta.agent, err = NewAgent(socket, WithReplyTimeout(failAfter), WithAgentUID(os.Geteuid()), InsecureAllowAgentInSamePIDNS()); err != nil {
 		t.Fatal(err)
 	}
 	return ta
@@ -545,4 +545,29 @@ func benchPipes(b *testing.B) (child, ours []*os.File) {
 		}
 	}
 	return child, ours
+}
+
+// TestAgentPeerChecks: the sidecar refuses an agent socket answered by the
+// wrong uid, or (without the development option) by a process in its own
+// PID namespace, before it sends anything.
+func TestAgentPeerChecks(t *testing.T) {
+	ta := newTestAgent(t, nil)
+	socket := ta.agent.Socket()
+	for name, opts := range map[string][]AgentOption{
+		"same PID namespace": {WithAgentUID(os.Geteuid())},
+		"wrong uid":          {WithAgentUID(os.Geteuid() + 1), InsecureAllowAgentInSamePIDNS()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, err := NewAgent(socket, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Probe(context.Background()); !errors.Is(err, ErrAgentUntrusted) {
+				t.Fatalf("Probe = %v, want ErrAgentUntrusted", err)
+			}
+		})
+	}
+	if err := ta.agent.Probe(context.Background()); err != nil {
+		t.Fatalf("the trusted configuration fails: %v", err)
+	}
 }

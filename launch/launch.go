@@ -81,7 +81,17 @@ type Identity struct {
 	UID, GID    int
 	Home, Shell string
 	Note        string // e.g. "login user kali", or "server user (not root)", or "server user (login user absent)"
+	// Source says who established the identity: the sidecar itself
+	// (IdentityResolved) or the launch agent, which the sidecar cannot check
+	// (IdentityReported).
+	Source string
 }
+
+// Identity sources.
+const (
+	IdentityResolved = "resolved by the sidecar"
+	IdentityReported = "reported by the launch agent, not verifiable by the sidecar"
+)
 
 // Exit is how the process ended.
 type Exit struct {

@@ -139,7 +139,7 @@ func serverAccount(passwdPath, login string, euid, egid int, note string) (accou
 		}
 		return account{id: Identity{
 			User: strconv.Itoa(euid), UID: euid, GID: egid,
-			Home: home, Shell: fallbackShell, Note: note + ", no passwd entry",
+			Home: home, Shell: fallbackShell, Note: note + ", no passwd entry", Source: IdentityResolved,
 		}}, nil
 	default:
 		return account{}, fmt.Errorf("launch: look up server user: %w", err)
@@ -151,7 +151,7 @@ func identityOf(e passwdEntry, note string) Identity {
 	if shell == "" {
 		shell = fallbackShell
 	}
-	return Identity{User: e.Name, UID: e.UID, GID: e.GID, Home: e.Home, Shell: shell, Note: note}
+	return Identity{User: e.Name, UID: e.UID, GID: e.GID, Home: e.Home, Shell: shell, Note: note, Source: IdentityResolved}
 }
 
 // newLocalCommand builds, without starting it, the command for spec as acct.

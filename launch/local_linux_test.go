@@ -51,19 +51,19 @@ func TestResolveAccount(t *testing.T) {
 		wantCred *syscall.Credential
 	}{
 		{name: "root runs login user", login: "kali", euid: 0,
-			want:     Identity{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/usr/bin/zsh", Note: "login user kali"},
+			want:     Identity{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/usr/bin/zsh", Note: "login user kali", Source: IdentityResolved},
 			wantCred: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{1000, 27, 100}}},
 		{name: "root, login user absent", login: "ghost", euid: 0,
-			want: Identity{User: "root", UID: 0, GID: 0, Home: "/root", Shell: "/bin/bash", Note: "server user (login user absent)"}},
+			want: Identity{User: "root", UID: 0, GID: 0, Home: "/root", Shell: "/bin/bash", Note: "server user (login user absent)", Source: IdentityResolved}},
 		{name: "not root", login: "root", euid: 1000,
-			want: Identity{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/usr/bin/zsh", Note: "server user (not root)"}},
+			want: Identity{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/usr/bin/zsh", Note: "server user (not root)", Source: IdentityResolved}},
 		{name: "not root, login is server user", login: "kali", euid: 1000,
-			want: Identity{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/usr/bin/zsh", Note: "login user kali (server user)"}},
+			want: Identity{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/usr/bin/zsh", Note: "login user kali (server user)", Source: IdentityResolved}},
 		{name: "empty shell becomes /bin/sh", login: "noshell", euid: 0,
-			want:     Identity{User: "noshell", UID: 1001, GID: 1001, Home: "/home/noshell", Shell: "/bin/sh", Note: "login user noshell"},
+			want:     Identity{User: "noshell", UID: 1001, GID: 1001, Home: "/home/noshell", Shell: "/bin/sh", Note: "login user noshell", Source: IdentityResolved},
 			wantCred: &syscall.Credential{Uid: 1001, Gid: 1001, Groups: []uint32{1001}}},
 		{name: "server user without passwd entry", login: "kali", euid: 4242,
-			want: Identity{User: "4242", UID: 4242, GID: 4242, Home: "/srv/serverhome", Shell: "/bin/sh", Note: "server user (not root), no passwd entry"}},
+			want: Identity{User: "4242", UID: 4242, GID: 4242, Home: "/srv/serverhome", Shell: "/bin/sh", Note: "server user (not root), no passwd entry", Source: IdentityResolved}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,7 +78,8 @@ func startAgent(tb testing.TB, socket string, argv ...string) *agentProc {
 		close(ap.done)
 	}()
 	tb.Cleanup(func() { ap.stop(tb) })
-	a, err := launch.NewAgent(socket)
+	// Readiness only: the agent may run in this PID namespace or its own.
+	a, err := launch.NewAgent(socket, launch.WithAgentUID(os.Geteuid()), launch.InsecureAllowAgentInSamePIDNS())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -79,7 +79,9 @@ func TestAgentNamespaceIsolation(t *testing.T) {
 	}
 	bin := buildAgent(t)
 	socket := fmt.Sprintf("@aptl-test-ns-%d-%d", os.Getpid(), time.Now().UnixNano())
-	agent, err := launch.NewAgent(socket)
+	// No development option: the agent is outside this PID namespace, as
+	// in a deployment, and the sidecar checks that.
+	agent, err := launch.NewAgent(socket, launch.WithAgentUID(os.Geteuid()))
 	if err != nil {
 		t.Fatal(err)
 	}

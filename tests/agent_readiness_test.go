@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ func TestAgentReadiness(t *testing.T) {
 	socket := fmt.Sprintf("@aptl-test-ready-%d", time.Now().UnixNano())
 	ready := filepath.Join(work, "ready")
 	_, sshArgs, _ := startServe(t, bin, work, "--launch", "agent", "--agent-socket", socket,
+		"--insecure-agent-same-pidns", "--agent-uid", strconv.Itoa(os.Geteuid()),
 		"--agent-probe-interval", "100ms", "--ready-file", ready)
 	listen := sshArgs[1] // the printed command starts "ssh -p PORT"
 	health := func() error {

@@ -54,7 +54,7 @@ func TestAgentClientSuites(t *testing.T) {
 		socket := filepath.Join(dir, "agent.sock")
 		argv := append([]string{bin, "-socket", socket, "-insecure-allow-same-pidns", "-log-level", "debug"}, userFlags...)
 		agents = append(agents, startAgent(tb, socket, argv...))
-		a, err := launch.NewAgent(socket)
+		a, err := launch.NewAgent(socket, launch.WithAgentUID(os.Geteuid()), launch.InsecureAllowAgentInSamePIDNS())
 		if err != nil {
 			tb.Fatal(err)
 		}

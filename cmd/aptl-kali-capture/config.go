@@ -61,6 +61,18 @@ func (e *envFlags) Int(p *int, name, env string, def int, text string) {
 	e.fs.IntVar(p, name, def, e.usage(env, text))
 }
 
+func (e *envFlags) Bool(p *bool, name, env, text string) {
+	def := false
+	if v, ok := e.lookup(name, env); ok {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s: %q is not true or false", env, v))
+		}
+		def = b
+	}
+	e.fs.BoolVar(p, name, def, e.usage(env, text))
+}
+
 func (e *envFlags) Duration(p *time.Duration, name, env string, def time.Duration, text string) {
 	if v, ok := e.lookup(name, env); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(v))
@@ -110,7 +122,11 @@ type serveConfig struct {
 	agentDial      time.Duration
 	agentReply     time.Duration
 	agentProbe     time.Duration
-	readyFile      string
+	agentUID       int
+	// insecureAgentSamePIDNS accepts an agent in the sidecar's own PID
+	// namespace: development and tests only.
+	insecureAgentSamePIDNS bool
+	readyFile              string
 }
 
 // Defaults for a newcomer on a development machine: loopback only, and
@@ -137,6 +153,8 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	e.Duration(&c.agentDial, "agent-dial-timeout", "APTL_CAPTURE_AGENT_DIAL_TIMEOUT", 5*time.Second, "time to connect to the agent")
 	e.Duration(&c.agentReply, "agent-reply-timeout", "APTL_CAPTURE_AGENT_REPLY_TIMEOUT", 10*time.Second, "time the agent has to answer a request")
 	e.Duration(&c.agentProbe, "agent-probe-interval", "APTL_CAPTURE_AGENT_PROBE_INTERVAL", 5*time.Second, "how often readiness probes the agent")
+	e.Int(&c.agentUID, "agent-uid", "APTL_CAPTURE_AGENT_UID", 0, "uid the launch agent must run as (checked with SO_PEERCRED: anyone can bind an abstract socket name)")
+	e.Bool(&c.insecureAgentSamePIDNS, "insecure-agent-same-pidns", "APTL_CAPTURE_INSECURE_AGENT_SAME_PIDNS", "development only: accept a launch agent in the sidecar's own PID namespace")
 	e.String(&c.readyFile, "ready-file", "APTL_CAPTURE_READY_FILE", defaultReadyFile, "readiness file (key=value lines) that the health subcommand reads")
 	e.String(&acceptEnv, "accept-env", "APTL_CAPTURE_ACCEPT_ENV", strings.Join(broker.DefaultAcceptEnv, ","), "env names (or PREFIX*) passed to the session besides APTL_SESSION_ID, APTL_RUN_ID, APTL_TRACE_ID")
 	e.String(&c.logFormat, "log-format", "APTL_CAPTURE_LOG_FORMAT", "text", "log format: text or json")
@@ -203,6 +221,9 @@ func (c *serveConfig) check(e *envFlags) error {
 		if d <= 0 || d > time.Minute {
 			return e.settingError(name, "must be more than 0 and at most 1m")
 		}
+	}
+	if c.agentUID < 0 {
+		return e.settingError("agent-uid", "must not be negative")
 	}
 	if c.readyFile == "" || !filepath.IsAbs(c.readyFile) && strings.HasPrefix(c.readyFile, "-") {
 		return e.settingError("ready-file", "must be a path")

@@ -133,7 +133,11 @@ func newLauncher(cfg *serveConfig) (launch.Launcher, prober, error) {
 	if cfg.launch == "local" {
 		return launch.NewLocal(), nil, nil
 	}
-	a, err := launch.NewAgent(cfg.agentSocket, launch.WithDialTimeout(cfg.agentDial), launch.WithReplyTimeout(cfg.agentReply))
+	opts := []launch.AgentOption{launch.WithDialTimeout(cfg.agentDial), launch.WithReplyTimeout(cfg.agentReply), launch.WithAgentUID(cfg.agentUID)}
+	if cfg.insecureAgentSamePIDNS {
+		opts = append(opts, launch.InsecureAllowAgentInSamePIDNS())
+	}
+	a, err := launch.NewAgent(cfg.agentSocket, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
