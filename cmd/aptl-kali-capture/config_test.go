@@ -75,6 +75,8 @@ func TestParseServeConfigErrors(t *testing.T) {
 		{name: "empty root", args: []string{"--root", ""}, wantErr: "--root / APTL_CAPTURE_ROOT: must not be empty"},
 		{name: "agent socket relative", env: map[string]string{"APTL_CAPTURE_LAUNCH": "agent", "APTL_CAPTURE_AGENT_SOCKET": "run/agent.sock"}, wantErr: "--agent-socket / APTL_CAPTURE_AGENT_SOCKET"},
 		{name: "agent probe interval", args: []string{"--agent-probe-interval", "2h"}, wantErr: "--agent-probe-interval"},
+		{name: "agent uid negative", args: []string{"--agent-uid", "-1"}, wantErr: "--agent-uid / APTL_CAPTURE_AGENT_UID"},
+		{name: "insecure flag not a bool", env: map[string]string{"APTL_CAPTURE_INSECURE_AGENT_SAME_PIDNS": "maybe"}, wantErr: "APTL_CAPTURE_INSECURE_AGENT_SAME_PIDNS: \"maybe\" is not true or false"},
 		{name: "bad sync", env: map[string]string{"APTL_CAPTURE_SYNC": "sometimes"}, wantErr: "--sync / APTL_CAPTURE_SYNC"},
 		{name: "negative cap", args: []string{"--max-transcript-mb", "-1"}, wantErr: "--max-transcript-mb"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: `unexpected argument "extra"`},
