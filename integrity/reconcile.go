@@ -112,6 +112,11 @@ func VerifyRun(runDir string, trusted []gossh.PublicKey) *RunReport {
 			continue
 		}
 		sr := &SessionReconciliation{SessionID: e.Name(), Report: Verify(dir, trusted)}
+		// The harvest path (runs/<run_id>/kali-side/<session>) is the only
+		// place the run id appears; a session of another run is not this run's.
+		if run := filepath.Base(filepath.Clean(runDir)); sr.Report.RunID != "" && sr.Report.RunID != run {
+			sr.anomaly(dir, -1, "session was recorded for run %q, not for run %q", sr.Report.RunID, run)
+		}
 		if tee, ok := tees[e.Name()]; ok {
 			delete(tees, e.Name())
 			sr.Tee = tee

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,6 +60,17 @@ type chunk struct {
 // recordSession records spec with the real recorder under a scratch root
 // and moves the session into runDir/kali-side, as the lab's harvest does.
 // It returns the concatenated output and stderr bytes.
+// newRunDir is a harvested run's directory, named after the run id the
+// sessions are recorded under.
+func newRunDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run-1")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func recordSession(t *testing.T, runDir string, spec sessionSpec) (out, errOut []byte) {
 	t.Helper()
 	root := t.TempDir()
@@ -196,7 +208,7 @@ func TestReconcileRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runDir := t.TempDir()
+			runDir := newRunDir(t)
 			out, _ := recordSession(t, runDir, spec)
 			if len(out) != 56 {
 				t.Fatalf("recorded %d output bytes; the cases assume 56", len(out))
@@ -275,7 +287,7 @@ func TestReconcileStderrAndDelivered(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runDir := t.TempDir()
+			runDir := newRunDir(t)
 			out, errOut := recordSession(t, runDir, spec)
 			tee := writeTee(t, runDir, spec.id, teeEntry{"err", tt.er(out, errOut)}, teeEntry{"out", tt.out(out, errOut)})
 			rr := integrity.VerifyRun(runDir, trusted(t))
@@ -309,7 +321,7 @@ func TestReconcileUnstored(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runDir := t.TempDir()
+			runDir := newRunDir(t)
 			out, _ := recordSession(t, runDir, spec)
 			tee := writeTee(t, runDir, spec.id, teeEntry{"out", tt.tee(out)})
 			rr := integrity.VerifyRun(runDir, trusted(t))
@@ -324,7 +336,7 @@ func TestReconcileUnstored(t *testing.T) {
 
 func TestReconcileMalformedTee(t *testing.T) {
 	spec := ptySpec("sess-1")
-	runDir := t.TempDir()
+	runDir := newRunDir(t)
 	out, _ := recordSession(t, runDir, spec)
 	good := func(p []byte) string {
 		return `{"ts": 1767225600000, "dir": "out", "b64": "` + base64.StdEncoding.EncodeToString(p) + `"}` + "\n"
@@ -360,7 +372,7 @@ func TestReconcileMalformedTee(t *testing.T) {
 }
 
 func TestReconcileRunLayout(t *testing.T) {
-	runDir := t.TempDir()
+	runDir := newRunDir(t)
 	out, _ := recordSession(t, runDir, ptySpec("teed"))
 	recordSession(t, runDir, ptySpec("not-teed"))
 	writeTee(t, runDir, "teed", teeEntry{"out", out})
@@ -400,7 +412,7 @@ func TestReconcileRunLayout(t *testing.T) {
 // TestReconcileTamperedSession: bytes of a session whose log does not
 // verify are not used as evidence of delivery.
 func TestReconcileTamperedSession(t *testing.T) {
-	runDir := t.TempDir()
+	runDir := newRunDir(t)
 	out, _ := recordSession(t, runDir, ptySpec("sess-1"))
 	writeTee(t, runDir, "sess-1", teeEntry{"out", out})
 	ts := filepath.Join(runDir, "kali-side", "sess-1", "pty", "typescript")
@@ -459,7 +471,7 @@ func TestReconcileLarge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runDir := t.TempDir()
+			runDir := newRunDir(t)
 			out, _ := recordSession(t, runDir, spec)
 			tee := writeTeeLines(t, runDir, spec.id, 4093, teeEntry{"out", tt.tee(out)})
 			rr := integrity.VerifyRun(runDir, trusted(t))
@@ -469,5 +481,20 @@ func TestReconcileLarge(t *testing.T) {
 			}
 			checkOne(t, rr, sr, tee, tt.want, tt.off)
 		})
+	}
+}
+
+// TestReconcileSessionFromAnotherRun: a session recorded under another run
+// id, harvested into this run, is reported.
+func TestReconcileSessionFromAnotherRun(t *testing.T) {
+	runDir := newRunDir(t)
+	recordSession(t, runDir, ptySpec("sess-1"))
+	other := filepath.Join(filepath.Dir(runDir), "run-2")
+	if err := os.Rename(runDir, other); err != nil {
+		t.Fatal(err)
+	}
+	rr := integrity.VerifyRun(other, trusted(t))
+	if rr.OK() || !strings.Contains(fmt.Sprint(oneSession(t, rr, "sess-1").Anomalies), `recorded for run "run-1"`) {
+		t.Errorf("a session of run-1 passed as part of run-2: %v", rr.Sessions[0].Anomalies)
 	}
 }
