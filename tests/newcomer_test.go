@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,5 +77,31 @@ func TestNewcomerDefaults(t *testing.T) {
 	fields := strings.Fields(string(hk))
 	if len(fields) < 4 || !strings.Contains(logs.String(), "host_key="+fields[len(fields)-1]) {
 		t.Errorf("hostkey printed %q, which is not the served key", hk)
+	}
+}
+
+// TestServeClearsBlockedSignalMask starts the server with SIGINT and SIGTERM
+// blocked, as some supervisors do: session processes must still start with
+// an empty signal mask (DESIGN §3.1), or ^C would interrupt nothing.
+func TestServeClearsBlockedSignalMask(t *testing.T) {
+	bin := buildForLiveTest(t)
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("needs /usr/bin/python3 to start the server with signals blocked")
+	}
+	work := t.TempDir()
+	starter := filepath.Join(work, "blocked-start")
+	script := "#!/usr/bin/python3\nimport os, signal, sys\n" +
+		"signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})\n" +
+		"os.execv(" + strconv.Quote(bin) + ", [" + strconv.Quote(bin) + "] + sys.argv[1:])\n"
+	if err := os.WriteFile(starter, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, sshArgs, _ := startServe(t, starter, work, "--ready-file", filepath.Join(work, "ready"))
+	out, err := exec.Command("ssh", append(sshArgs, "-o", "BatchMode=yes", "grep -E '^Sig(Blk|Ign)' /proc/self/status")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh: %v\n%s", err, out)
+	}
+	if got := string(out); got != "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n" {
+		t.Errorf("session process started with %q", got)
 	}
 }

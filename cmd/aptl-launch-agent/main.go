@@ -39,7 +39,7 @@ const (
 const shutdownGrace = 5 * time.Second
 
 func main() {
-	if err := ensureEmptySigmask(); err != nil {
+	if err := launch.EnsureEmptySigmask(); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-launch-agent: %v\n", err)
 		os.Exit(exitFailure)
 	}

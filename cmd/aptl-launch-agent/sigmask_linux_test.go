@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/aptl/aptl-kali-capture/launch"
+
 	"context"
 	"fmt"
 	"os"
@@ -22,10 +24,10 @@ func TestMain(m *testing.M) {
 }
 
 // sigmaskHelper prints the SigBlk line of a child it starts, as a session
-// process would be started, after ensureEmptySigmask if fix is set.
+// process would be started, after launch.EnsureEmptySigmask if fix is set.
 func sigmaskHelper(fix bool) int {
 	if fix {
-		if err := ensureEmptySigmask(); err != nil {
+		if err := launch.EnsureEmptySigmask(); err != nil {
 			fmt.Println("error:", err)
 			return 1
 		}
@@ -41,7 +43,7 @@ func sigmaskHelper(fix bool) int {
 
 // TestAgentClearsBlockedSignals starts the test binary from a starter that
 // blocks SIGINT and SIGUSR1 (python3, which can): a child of the plain
-// binary inherits part of that mask, a child after ensureEmptySigmask none.
+// binary inherits part of that mask, a child after launch.EnsureEmptySigmask none.
 func TestAgentClearsBlockedSignals(t *testing.T) {
 	const python = "/usr/bin/python3"
 	if _, err := os.Stat(python); err != nil {
@@ -69,6 +71,6 @@ func TestAgentClearsBlockedSignals(t *testing.T) {
 		t.Fatalf("control child has an empty mask (%q): the test setup cannot show the problem", got)
 	}
 	if got := run("sigmask"); got != "SigBlk:\t0000000000000000" {
-		t.Errorf("child after ensureEmptySigmask: %q, want an empty mask", got)
+		t.Errorf("child after launch.EnsureEmptySigmask: %q, want an empty mask", got)
 	}
 }

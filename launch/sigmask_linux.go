@@ -1,4 +1,4 @@
-package main
+package launch
 
 import (
 	"fmt"
@@ -9,13 +9,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// reexecEnv marks the agent's one re-exec with an empty signal mask, so a
+// sigmaskReexecEnv marks the one re-exec with an empty signal mask, so a
 // mask that cannot be cleared is reported instead of re-executing forever.
-// Sessions never see it: their env is built from scratch (launch.newLocalCommand).
-const reexecEnv = "APTL_LAUNCH_AGENT_SIGMASK_REEXEC"
+// Sessions never see it: their env is built from scratch (newLocalCommand).
+const sigmaskReexecEnv = "APTL_SIGMASK_REEXEC"
 
-// ensureEmptySigmask re-executes the agent with an empty signal mask if it
-// was started with signals blocked.
+// EnsureEmptySigmask re-executes the calling program (the sidecar with the
+// local adapter, or the agent) with an empty signal mask if it was started
+// with signals blocked. Call it first thing in main.
 //
 // Why: a session process must start with an empty mask (DESIGN.md §3.1), and
 // a Go child inherits the mask of the runtime thread that forks it
@@ -23,13 +24,13 @@ const reexecEnv = "APTL_LAUNCH_AGENT_SIGMASK_REEXEC"
 // was started with minus the signals the runtime unblocks for itself. The
 // runtime offers no way to change that for children, but execve(2) keeps the
 // calling thread's mask, so clearing it on this thread and exec'ing our own
-// binary starts the agent over with an empty one. Returns only if no re-exec
+// binary starts the program over with an empty one. Returns only if no re-exec
 // was needed (or it failed); a second blocked start is an error.
 //
 // WARNING: without this, `kill -INT` of a session may do nothing. Re-verify with:
 //
 //	go test -run TestAgentClearsBlockedSignals ./cmd/aptl-launch-agent/
-func ensureEmptySigmask() error {
+func EnsureEmptySigmask() error {
 	runtime.LockOSThread() // the mask read, cleared and kept across execve is this thread's
 	defer runtime.UnlockOSThread()
 	var mask unix.Sigset_t
@@ -39,7 +40,7 @@ func ensureEmptySigmask() error {
 	if mask == (unix.Sigset_t{}) {
 		return nil
 	}
-	if os.Getenv(reexecEnv) != "" {
+	if os.Getenv(sigmaskReexecEnv) != "" {
 		return fmt.Errorf("signal mask %#x still set after re-exec", mask.Val[0])
 	}
 	exe, err := os.Executable()
@@ -50,6 +51,6 @@ func ensureEmptySigmask() error {
 	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &empty, nil); err != nil {
 		return fmt.Errorf("clear signal mask: %w", err)
 	}
-	err = syscall.Exec(exe, os.Args, append(os.Environ(), reexecEnv+"=1"))
+	err = syscall.Exec(exe, os.Args, append(os.Environ(), sigmaskReexecEnv+"=1"))
 	return fmt.Errorf("re-exec with an empty signal mask: %w", err)
 }
