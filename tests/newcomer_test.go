@@ -80,9 +80,11 @@ func TestNewcomerDefaults(t *testing.T) {
 	}
 }
 
-// TestServeClearsBlockedSignalMask starts the server with SIGINT and SIGTERM
-// blocked, as some supervisors do: session processes must still start with
-// an empty signal mask (DESIGN §3.1), or ^C would interrupt nothing.
+// TestServeClearsBlockedSignalMask starts the server with SIGUSR1, SIGUSR2
+// and SIGINT blocked, as some supervisors do: session processes must still
+// start with an empty signal mask (DESIGN §3.1). The Go runtime unblocks the
+// signals the server itself handles (SIGINT here), not the others, which a
+// session would otherwise inherit.
 func TestServeClearsBlockedSignalMask(t *testing.T) {
 	bin := buildForLiveTest(t)
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
@@ -91,7 +93,7 @@ func TestServeClearsBlockedSignalMask(t *testing.T) {
 	work := t.TempDir()
 	starter := filepath.Join(work, "blocked-start")
 	script := "#!/usr/bin/python3\nimport os, signal, sys\n" +
-		"signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})\n" +
+		"signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT})\n" +
 		"os.execv(" + strconv.Quote(bin) + ", [" + strconv.Quote(bin) + "] + sys.argv[1:])\n"
 	if err := os.WriteFile(starter, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
