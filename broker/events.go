@@ -2,8 +2,11 @@ package broker
 
 import (
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // SSH control events belong in the same chain as the bytes (DESIGN §3.4):
@@ -71,7 +74,9 @@ func logSafeType(t string) string {
 // Only the request loop calls it.
 func (ss *session) event(typ string, attrs map[string]string) {
 	if r := ss.run.Load(); r != nil {
-		if err := r.rec.Event(typ, attrs); err != nil {
+		// A request that arrives after the record was finalized (a signal
+		// for a process that already exited) has no record to go into.
+		if err := r.rec.Event(typ, attrs); err != nil && !errors.Is(err, recorder.ErrClosed) {
 			ss.stop(ioCause(err))
 		}
 		return

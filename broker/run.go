@@ -90,7 +90,7 @@ func (o *output) record(rec *recorder.Session, p []byte) error {
 // and publishes the run. On error it closes everything it opened; a record
 // that was already created is finalized with reason "launch-failed", so no
 // session directory is left without a trailer.
-func (ss *session) start(command string) (err error) {
+func (ss *session) start(command string, startEvent map[string]string) (err error) {
 	if ss.ids.runRefused != nil {
 		return &userError{msg: ss.ids.runRefused.Error()}
 	}
@@ -113,6 +113,7 @@ func (ss *session) start(command string) (err error) {
 	if r.rec, r.log, err = ss.createRecord(command, tty); err != nil {
 		return err
 	}
+	ss.pending = append(ss.pending, pendingEvent{"request", startEvent})
 	if err = ss.flushPendingEvents(r); err != nil {
 		r.rec.Close(exitSSHFailure, recorder.Header{Name: "APTL_CLOSE_REASON", Value: reasonIOError})
 		return &userError{msg: "recording failed; session not started", cause: err}

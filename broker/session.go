@@ -109,8 +109,9 @@ func (ss *session) serveRequests(reqs <-chan *gossh.Request) {
 			ss.log.Info("request refused", "type", logSafe(req.Type), "reason", err.Error())
 		}
 		req.Reply(ok, nil)
-		// An accepted window change is in the record as a resize.
-		if !(ok && req.Type == "window-change") {
+		// An accepted window change is in the record as a resize, an
+		// accepted shell or exec was recorded by start.
+		if !ok || (req.Type != "window-change" && req.Type != "shell" && req.Type != "exec") {
 			ss.event("request", requestAttrs(req.Type, req.Payload, ok, err))
 		}
 		// A refused shell or exec ends the session after the reply, so the
@@ -198,7 +199,10 @@ func (ss *session) handleStart(req *gossh.Request) (bool, error) {
 		}
 		command = c
 	}
-	if err := ss.start(command); err != nil {
+	// The accepted shell or exec goes into the record before the process
+	// starts: once it runs, it may finish (and the record close) before the
+	// request loop could write the event after its reply.
+	if err := ss.start(command, requestAttrs(req.Type, req.Payload, true, nil)); err != nil {
 		var ue *userError
 		if errors.As(err, &ue) {
 			ss.refuse(ue.msg)
