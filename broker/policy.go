@@ -49,11 +49,11 @@ var (
 	errInvalidID   = errors.New("value is not a valid id")
 )
 
-// envDecision is what the broker does with one env request.
+// envDecision is what the broker does with one env request: pass
+// NAME=value to the process when err is nil.
 type envDecision struct {
-	accept bool   // pass NAME=value to the process
-	err    error  // why it was refused; nil when accepted
-	name   string // the name, safe to log only when accept or a known name
+	err  error  // why it was refused; nil when accepted
+	name string // the name, safe to log only when accepted or a known name
 }
 
 // decideEnv applies the env accept policy to one request and, for the APTL_*
@@ -70,7 +70,7 @@ func decideEnv(name, value string, acceptList []string, ids *sessionIDs) envDeci
 			return envDecision{name: name, err: fmt.Errorf("%s: %w", name, errInvalidID)}
 		}
 		ids.session, ids.sessionInvalid = value, false
-		return envDecision{accept: true, name: name}
+		return envDecision{name: name}
 	case envRunID:
 		switch {
 		case !recorder.ValidID(value):
@@ -79,7 +79,7 @@ func decideEnv(name, value string, acceptList []string, ids *sessionIDs) envDeci
 			ids.runRefused = fmt.Errorf("%s %q is a reserved name", name, value)
 		default:
 			ids.run, ids.runRefused = value, nil
-			return envDecision{accept: true, name: name}
+			return envDecision{name: name}
 		}
 		return envDecision{name: name, err: ids.runRefused}
 	case envTraceID:
@@ -87,7 +87,7 @@ func decideEnv(name, value string, acceptList []string, ids *sessionIDs) envDeci
 			return envDecision{name: name, err: fmt.Errorf("%s: %w", name, errInvalidID)}
 		}
 		ids.trace = value
-		return envDecision{accept: true, name: name}
+		return envDecision{name: name}
 	}
 	if !mayAcceptEnv(name, acceptList) {
 		return envDecision{name: name, err: errEnvNotAllow}
@@ -95,7 +95,7 @@ func decideEnv(name, value string, acceptList []string, ids *sessionIDs) envDeci
 	if !validEnvValue(value) {
 		return envDecision{name: name, err: errEnvValue}
 	}
-	return envDecision{accept: true, name: name}
+	return envDecision{name: name}
 }
 
 // DefaultAcceptEnv is the locale and time zone set that OpenSSH's default
@@ -190,23 +190,6 @@ func validTerm(t string) bool {
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		case c == '-', c == '_', c == '.', c == '+':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// ValidUserName reports whether name is an acceptable login name (the
-// portable POSIX user name set, at most 32 bytes, as useradd enforces).
-func ValidUserName(name string) bool {
-	if name == "" || len(name) > 32 || name[0] == '-' {
-		return false
-	}
-	for _, c := range []byte(name) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '_', c == '-', c == '.':
 		default:
 			return false
 		}

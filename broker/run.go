@@ -88,7 +88,8 @@ func (o *output) record(rec *recorder.Session, p []byte) error {
 
 // start opens the PTY or pipes, creates the record, launches the process
 // and publishes the run. On error it closes everything it opened; a record
-// that was already created is finalized with reason "launch-failed", so no
+// that was already created is finalized ("io-error" when its first events
+// could not be written, "launch-failed" when the launcher failed), so no
 // session directory is left without a trailer.
 func (ss *session) start(command string, startEvent map[string]string) (err error) {
 	if ss.ids.runRefused != nil {

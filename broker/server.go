@@ -53,14 +53,14 @@ func DefaultLimits() Limits {
 // Config is everything the server needs; cmd/aptl-kali-capture builds it
 // from flags and the environment.
 type Config struct {
-	HostKey        gossh.Signer
-	AuthorizedKeys *AuthorizedKeys
-	Users          []string // login names allowed to authenticate
-	Launcher       launch.Launcher
-	CaptureRoot    string
-	AcceptEnv      []string // env names (or PREFIX*) passed through besides the APTL_* ids
+	HostKey        gossh.Signer    // serves SSH and signs the records' heads
+	AuthorizedKeys *AuthorizedKeys // client keys allowed to log in
+	Users          []string        // login names allowed to authenticate
+	Launcher       launch.Launcher // starts session processes on the slave
+	CaptureRoot    string          // <root>/<run>/<session>/...
+	AcceptEnv      []string        // env names (or PREFIX*) passed through besides the APTL_* ids
 	Limits         Limits
-	Logger         *slog.Logger
+	Logger         *slog.Logger // nil means slog.Default()
 	// Sync is the records' durability; the host key signs their heads.
 	Sync recorder.SyncMode
 	// MaxTranscriptBytes caps what a typescript stores (0: no cap).
@@ -140,8 +140,9 @@ func (srv *Server) Serve(ln net.Listener) error {
 // finalizeGrace bounds how long Shutdown waits, once its context expired
 // and the connections are closed, for sessions to write their trailers.
 // With no client left to block delivery, a session needs at most the
-// launcher's hangup grace (2 s) plus the drain (drainMax).
-const finalizeGrace = 5 * time.Second
+// launcher's wait after a hangup (2 s grace, plus 3 s for the agent's exit
+// report) and the drain (drainMax, 2 s): 7 s, with room to spare.
+const finalizeGrace = 10 * time.Second
 
 // Shutdown stops new sessions and ends every open one with close reason
 // "sidecar-shutdown", then closes the listeners and connections. If ctx

@@ -170,8 +170,6 @@ func ptySpec(id string) sessionSpec {
 	}}
 }
 
-func withDelivered(s sessionSpec, out int64) sessionSpec { s.deliveredOut = out; return s }
-
 func insertAt(p []byte, i int, b byte) []byte {
 	return append(append(append([]byte{}, p[:i]...), b), p[i:]...)
 }

@@ -50,6 +50,7 @@ type Anomaly struct {
 	Msg    string `json:"msg"`
 }
 
+// String is the anomaly as the verify command prints it.
 func (a Anomaly) String() string {
 	s := a.File
 	if a.Seq >= 0 {
@@ -69,13 +70,15 @@ type Report struct {
 	Started   time.Time `json:"started"` // the open record's time
 	// Records is how many records chain correctly from the start;
 	// SignedRecords how many of those a trusted signature covers.
-	Records       int       `json:"records"`
-	SignedRecords int       `json:"signed_records"`
-	Finalized     bool      `json:"finalized"`
-	Signed        int       `json:"signed_checkpoints"`
-	Bytes         Totals    `json:"bytes"`
-	Gaps          []Gap     `json:"gaps,omitempty"`
-	Anomalies     []Anomaly `json:"anomalies"`
+	Records       int `json:"records"`
+	SignedRecords int `json:"signed_records"`
+	// Finalized: a close record followed by a trusted final checkpoint.
+	Finalized bool `json:"finalized"`
+	// Signed counts the checkpoints whose signature verified.
+	Signed    int       `json:"signed_checkpoints"`
+	Bytes     Totals    `json:"bytes"`          // per stream, as the verified records count them
+	Gaps      []Gap     `json:"gaps,omitempty"` // data the log says was lost or not stored
+	Anomalies []Anomaly `json:"anomalies"`      // every failed check; none means OK if Finalized
 	// LastVerifiedSeq and LastVerifiedOffset say how far the evidence is
 	// vouched for by a trusted signature: for an unfinalized session, what
 	// is trustworthy. Records after it chain, but anyone with write access
@@ -216,7 +219,7 @@ func (v *verifier) anomaly(file string, seq, off int64, format string, args ...a
 
 // replay walks the chain. The first break (a record that does not parse,
 // or whose seq or prev is wrong) is reported and ends trust in the records
-// after it; checks that need no trust (file sizes) still run at the end.
+// after it.
 func (v *verifier) replay(lines []logLine) (complete bool) {
 	prev := ""
 	for i, ln := range lines {
@@ -304,10 +307,6 @@ func (v *verifier) checkOpen(r *Record, off int64) bool {
 // maxHeaderLen bounds the typescript header line the open record may claim.
 const maxHeaderLen = 1 << 20
 
-// harvestDir is the folder the lab harvests a run's sessions into
-// (<run-dir>/kali-side/<session_id>), where no run id appears in the path.
-const harvestDir = "kali-side"
-
 // checkPlacement compares the ids in the open record with where the files
 // lie: <root>/<run_id>/<session_id>, or a harvest's kali-side/<session_id>.
 // Files moved between sessions or runs verify as the session they are, so
@@ -317,7 +316,7 @@ func (v *verifier) checkPlacement(off int64) {
 	if base := filepath.Base(dir); base != v.rep.SessionID {
 		v.anomaly(LogFile, 0, off, "log is for session %q but lies in %q", v.rep.SessionID, base)
 	}
-	if parent := filepath.Base(filepath.Dir(dir)); parent != v.rep.RunID && parent != harvestDir {
+	if parent := filepath.Base(filepath.Dir(dir)); parent != v.rep.RunID && parent != kaliSideDir {
 		v.anomaly(LogFile, 0, off, "log is for run %q but lies under %q", v.rep.RunID, parent)
 	}
 }

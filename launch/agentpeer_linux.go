@@ -25,22 +25,22 @@ import (
 // bound. On older kernels the setsockopt fails and returned fds are closed
 // as they arrive (refuseFiles).
 func (a *Agent) checkPeer(c *net.UnixConn) error {
+	cred, err := peerCred(c)
+	if err != nil {
+		return err
+	}
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var cred *unix.Ucred
-	var credErr error
+	var passErr error
 	if err := rc.Control(func(fd uintptr) {
-		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-		if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSRIGHTS, 0); err != nil && !errors.Is(err, unix.ENOPROTOOPT) {
-			credErr = errors.Join(credErr, os.NewSyscallError("setsockopt SO_PASSRIGHTS", err))
-		}
+		passErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSRIGHTS, 0)
 	}); err != nil {
 		return err
 	}
-	if credErr != nil {
-		return os.NewSyscallError("getsockopt SO_PEERCRED", credErr)
+	if passErr != nil && !errors.Is(passErr, unix.ENOPROTOOPT) {
+		return os.NewSyscallError("setsockopt SO_PASSRIGHTS", passErr)
 	}
 	switch {
 	case int(cred.Uid) != a.agentUID:

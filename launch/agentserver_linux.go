@@ -439,7 +439,7 @@ func checkAgentConfig(cfg AgentConfig) error {
 		return errors.New("launch: agent: no allowed users")
 	}
 	for _, u := range cfg.Users {
-		if !validLoginName(u) {
+		if !ValidLoginName(u) {
 			return fmt.Errorf("launch: agent: %q is not a valid login name", truncate(u, 64))
 		}
 		if u == "root" && !cfg.AllowRoot {
@@ -452,9 +452,9 @@ func checkAgentConfig(cfg AgentConfig) error {
 	return nil
 }
 
-// validLoginName accepts the portable user name set (POSIX 3.437) that
+// ValidLoginName reports whether u is in the portable user name set (POSIX 3.437) that
 // useradd accepts: letters, digits, '.', '_', '-', not starting with '-'.
-func validLoginName(u string) bool {
+func ValidLoginName(u string) bool {
 	if u == "" || len(u) > 32 || u[0] == '-' {
 		return false
 	}

@@ -54,7 +54,7 @@ func (s *AgentServer) spawn(f frame) (ss *agentSession, acct account, err error)
 func specFromSpawn(m spawnMsg, files []*os.File) (Spec, error) {
 	spec := Spec{User: m.user, Command: m.command, Env: m.env, Term: m.term}
 	switch {
-	case !validLoginName(m.user):
+	case !ValidLoginName(m.user):
 		return Spec{}, protoErrorf("spawn frame: user is not a valid login name")
 	case !validTerm(m.term):
 		return Spec{}, protoErrorf("spawn frame: term has a byte outside printable ASCII")

@@ -108,7 +108,7 @@ func resolveAccount(passwdPath, groupPath, login string, euid, egid int) (accoun
 
 // switchedAccount is the account of passwd entry e with the credentials a
 // root launcher switches to: e's uid and gid, and its groups from the group
-// file at groupPath. Local and the agent's server (agentserver_linux.go) share it.
+// file at groupPath. Local and the agent's server (agentspawn_linux.go) share it.
 func switchedAccount(groupPath string, e passwdEntry, note string) (account, error) {
 	groups, err := supplementaryGroups(groupPath, e.Name, e.GID)
 	if err != nil {
@@ -156,7 +156,7 @@ func identityOf(e passwdEntry, note string) Identity {
 
 // newLocalCommand builds, without starting it, the command for spec as acct.
 // The child gets only the env built here, none of the server's own. The
-// agent's server (agentserver_linux.go) builds its sessions with it too, so
+// agent's server (agentspawn_linux.go) builds its sessions with it too, so
 // both adapters start the same login shell the same way.
 func newLocalCommand(spec Spec, acct account) (*exec.Cmd, error) {
 	id := acct.id

@@ -168,3 +168,14 @@ dup:x:27:kali
 		}
 	})
 }
+
+func TestValidLoginName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"kali": true, "root": true, "svc_1.a-b": true, "": false, "-x": false,
+		"a b": false, "a:b": false, strings.Repeat("u", 33): false,
+	} {
+		if got := ValidLoginName(name); got != want {
+			t.Errorf("ValidLoginName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

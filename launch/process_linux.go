@@ -13,7 +13,7 @@ import (
 )
 
 // localProcess is a session process started by Local, or by the agent's
-// server in the workload (agentserver_linux.go), which reports its exit over the wire.
+// server in the workload (agentspawn_linux.go), which reports its exit over the wire.
 //
 // Lifecycle: newLocalProcess (started) → Wait sees the exit without reaping →
 // Wait reaps under mu and sets reaped → done closed. Between exit and reaping the

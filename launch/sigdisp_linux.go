@@ -27,7 +27,8 @@ var catchIgnoredSignalsOnce sync.Once
 //
 // The signal mask needs no fix for the usual case: Go's fork path restores the
 // mask the server itself started with (runtime AfterForkInChild), which is empty
-// unless the server's starter blocked signals. TestLocalSignalDispositions checks both.
+// unless the server's starter blocked signals, which EnsureEmptySigmask undoes
+// at start. TestLocalSignalDispositions checks both.
 func catchIgnoredSignals() {
 	var ignored []os.Signal
 	for n := 1; n < numSignals; n++ {

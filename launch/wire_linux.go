@@ -2,10 +2,13 @@ package launch
 
 // The wire protocol between the sidecar's "agent" adapter (agent_linux.go, the
 // client) and aptl-launch-agent in the workload (agentserver_linux.go, the
-// server). DESIGN.md §3.5. Everything either side sends or accepts is in this file.
+// server). DESIGN.md §3.5. Every message either side sends or accepts is in
+// this file; who may connect is decided by the peer checks (the sidecar's
+// checkPeer in agentpeer_linux.go, the agent's in agentserver_linux.go).
 //
 //	sidecar (Agent)                                   aptl-launch-agent (AgentServer)
 //	connect SOCK_SEQPACKET|SOCK_CLOEXEC ────────────▶ accept; refuse a peer whose
+//	checkPeer: agent uid, other PID namespace,
 //	                                                   SO_PEERCRED pid is not 0
 //	                                                   (i.e. a peer inside the agent's
 //	                                                   own PID namespace)

@@ -27,9 +27,9 @@ const (
 	// syncInterval or syncBytes after a byte was recorded: a host crash can
 	// lose that window, and the log then ends unfinalized.
 	SyncInterval SyncMode = iota
-	// SyncStrict fsyncs every chunk before the broker delivers it: a byte
-	// the client saw is on disk. It costs an fsync per chunk (see
-	// BenchmarkOutputStrict).
+	// SyncStrict signs and fsyncs every chunk before the broker delivers
+	// it: a byte the client saw is on disk under a signed head. It costs an
+	// fsync per chunk (see BenchmarkOutput/strict).
 	SyncStrict
 )
 
@@ -41,8 +41,9 @@ func (m SyncMode) String() string {
 	return "interval"
 }
 
-// The bounded durability window, and the checkpoint schedule: every sync
-// that follows new records signs the head, so evidence is signed within
+// The bounded durability window, and the checkpoint schedule: the timer's
+// sync (and, in strict mode, every chunk's) signs the head when records
+// were added since the last signature, so evidence is signed within
 // syncInterval of being recorded, and at least every checkpointBytes.
 // Records the sidecar wrote but has not signed yet are, to a verifier,
 // indistinguishable from records anyone with write access appended.
@@ -56,7 +57,8 @@ const (
 type Options struct {
 	// Signer signs checkpoints: the sidecar's host key.
 	Signer gossh.Signer
-	Sync   SyncMode
+	// Sync is when recorded bytes become durable (and signed).
+	Sync SyncMode
 	// MaxBytes caps the bytes stored in a transcript (0: no cap). Past it,
 	// data is still digested and counted in the log, not stored.
 	MaxBytes int64
@@ -80,7 +82,8 @@ func (f *digestFile) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// WriteString keeps io.WriteString from bypassing the digest.
+// WriteString shadows the embedded *os.File's, which would write without
+// updating the digest if anyone (io.WriteString) called it.
 func (f *digestFile) WriteString(s string) (int, error) { return f.Write([]byte(s)) }
 
 // attrs returns the file's size and digest so far under the given names.

@@ -29,7 +29,8 @@ var (
 	// ErrSessionExists is returned when the session directory already exists:
 	// ids are single-use, across restarts.
 	ErrSessionExists = errors.New("recorder: session directory already exists")
-	// ErrClosed is returned by Input, Output and Resize after Close.
+	// ErrClosed is returned by every write (Input, Output, Stderr, Resize,
+	// Annotate, Event) after Close.
 	ErrClosed = errors.New("recorder: session closed")
 
 	// errHeaderName reports a header name outside [A-Z0-9_]{1,128}, which is
@@ -95,8 +96,9 @@ type Meta struct {
 	Start            time.Time // wall clock of the header; zero means time.Now()
 }
 
-// Create makes <root>/<run_id>/<session_id>/pty/{typescript,timing} and
-// writes the typescript header line and the timing H lines.
+// Create makes <root>/<run_id>/<session_id>/pty/{typescript,timing,integrity.jsonl},
+// writes the typescript header line and the timing H lines, and starts the
+// integrity log with its open record; opts.Signer is required.
 //
 // Both ids are validated (ErrInvalidID), reserved run ids refused
 // (ErrReservedRunID) and header names checked before anything touches the

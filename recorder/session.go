@@ -212,12 +212,15 @@ func (s *Session) writeStart(m Meta, wall time.Time) error {
 
 // Close writes the trailer (`\nScript done on <time> [COMMAND_EXIT_CODE="N"]\n`),
 // then `H 0.000000 DURATION <secs>`, `H 0.000000 EXIT_CODE N` and the extra
-// headers, fsyncs both files and their directories, and closes the files.
+// headers, then the integrity log's close record (the extras as its attrs)
+// and its final signed checkpoint; it fsyncs the three files and their
+// directories, and closes the files.
 //
 // Close always releases the files. An invalid extra header name is a
 // programming error: the extras are skipped and the error returned. After a
-// write failure the trailer is not written and that failure is returned
-// again. A second Close returns nil and writes nothing.
+// write failure the trailer is not written (the close record, if it can be,
+// still is) and that failure is returned again. A second Close returns nil
+// and writes nothing.
 func (s *Session) Close(exitCode int, extra ...Header) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -259,7 +262,7 @@ func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 	return s.writeTiming(appendHeaders(nil, append(hs, extra...)))
 }
 
-// syncAndClose makes the record durable: both files, then the directories
+// syncAndClose makes the record durable: the three files, then the directories
 // holding their entries up to the run directory, so a session that closed
 // cleanly survives a host crash and its id stays used.
 func (s *Session) syncAndClose() error {

@@ -55,7 +55,6 @@ func buildAgent(tb testing.TB) string {
 type agentProc struct {
 	cmd     *exec.Cmd
 	termPID int // gets SIGTERM at cleanup; 0 means cmd's process
-	socket  string
 	logs    *syncBuffer
 	done    chan struct{} // closed when cmd.Wait returned
 }
@@ -66,7 +65,7 @@ type agentProc struct {
 // ends it.
 func startAgent(tb testing.TB, socket string, argv ...string) *agentProc {
 	tb.Helper()
-	ap := &agentProc{socket: socket, logs: &syncBuffer{}, done: make(chan struct{})}
+	ap := &agentProc{logs: &syncBuffer{}, done: make(chan struct{})}
 	ap.cmd = exec.Command(argv[0], argv[1:]...)
 	ap.cmd.Stderr = ap.logs
 	ap.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -32,7 +32,6 @@ var slowTests = os.Getenv("APTL_CAPTURE_SLOW_TESTS") == "1"
 // harness is one in-process broker on 127.0.0.1:0 with its own capture root,
 // host key and client key. It is torn down by tb.Cleanup.
 type harness struct {
-	tb        testing.TB
 	srv       *broker.Server
 	addr      string
 	root      string
@@ -68,7 +67,7 @@ func withLauncher(wrap func(launch.Launcher) launch.Launcher) harnessOption {
 func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 	tb.Helper()
 	dir := tb.TempDir()
-	h := &harness{tb: tb, root: filepath.Join(dir, "captures"), stateDir: filepath.Join(dir, "state"), logs: &syncBuffer{}}
+	h := &harness{root: filepath.Join(dir, "captures"), stateDir: filepath.Join(dir, "state"), logs: &syncBuffer{}}
 	u, err := user.Current()
 	if err != nil {
 		tb.Fatalf("current user: %v", err)

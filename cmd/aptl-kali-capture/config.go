@@ -85,7 +85,8 @@ func (e *envFlags) Duration(p *time.Duration, name, env string, def time.Duratio
 	e.fs.DurationVar(p, name, def, e.usage(env, text))
 }
 
-// parse parses args and returns the first environment or flag error.
+// parse parses args and returns the flag error, or every environment error
+// joined.
 func (e *envFlags) parse(args []string) error {
 	if err := e.fs.Parse(args); err != nil {
 		return err
@@ -150,8 +151,8 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	e.String(&users, "users", "APTL_CAPTURE_USERS", currentUserName(), "comma-separated SSH login names allowed")
 	e.String(&c.launch, "launch", "APTL_CAPTURE_LAUNCH", "local", "launch adapter: local (shell in the sidecar) or agent (shell in the workload via aptl-launch-agent)")
 	e.String(&c.agentSocket, "agent-socket", "APTL_CAPTURE_AGENT_SOCKET", launch.DefaultAgentSocket, "the agent's Unix socket: an absolute path, or @name for an abstract socket in the shared network namespace")
-	e.Duration(&c.agentDial, "agent-dial-timeout", "APTL_CAPTURE_AGENT_DIAL_TIMEOUT", 5*time.Second, "time to connect to the agent")
-	e.Duration(&c.agentReply, "agent-reply-timeout", "APTL_CAPTURE_AGENT_REPLY_TIMEOUT", 10*time.Second, "time the agent has to answer a request")
+	e.Duration(&c.agentDial, "agent-dial-timeout", "APTL_CAPTURE_AGENT_DIAL_TIMEOUT", launch.DefaultAgentDialTimeout, "time to connect to the agent")
+	e.Duration(&c.agentReply, "agent-reply-timeout", "APTL_CAPTURE_AGENT_REPLY_TIMEOUT", launch.DefaultAgentReplyTimeout, "time the agent has to answer a request")
 	e.Duration(&c.agentProbe, "agent-probe-interval", "APTL_CAPTURE_AGENT_PROBE_INTERVAL", 5*time.Second, "how often readiness probes the agent")
 	e.Int(&c.agentUID, "agent-uid", "APTL_CAPTURE_AGENT_UID", 0, "uid the launch agent must run as (checked with SO_PEERCRED: anyone can bind an abstract socket name)")
 	e.Bool(&c.insecureAgentSamePIDNS, "insecure-agent-same-pidns", "APTL_CAPTURE_INSECURE_AGENT_SAME_PIDNS", "development only: accept a launch agent in the sidecar's own PID namespace")
@@ -204,7 +205,7 @@ func (c *serveConfig) check(e *envFlags) error {
 		return e.settingError("users", "name at least one login user")
 	}
 	for _, u := range c.users {
-		if !broker.ValidUserName(u) {
+		if !launch.ValidLoginName(u) {
 			return e.settingError("users", "%q is not a valid login name", u)
 		}
 	}

@@ -15,7 +15,7 @@ const (
 	exitOK = 0
 	// exitFailure is a run that started and failed.
 	exitFailure = 1
-	// exitUsage follows the BSD sysexits(3) convention flag packages use.
+	// exitUsage is a usage error, as Go's flag package exits on one.
 	exitUsage = 2
 )
 

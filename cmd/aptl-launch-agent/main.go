@@ -27,7 +27,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/launch"
 )
 
-// Exit codes (sysexits(3) for usage, as the sidecar's own binary).
+// Exit codes: EX_USAGE from sysexits(3) for usage errors.
 const (
 	exitOK      = 0
 	exitFailure = 1
