@@ -212,17 +212,25 @@ func TestReconcileRun(t *testing.T) {
 				t.Fatalf("recorded %d output bytes; the cases assume 56", len(out))
 			}
 			tee := writeTee(t, runDir, spec.id, tt.tee(out)...)
-			rr := integrity.VerifyRun(runDir, trusted(t))
-			sr := oneSession(t, rr, spec.id)
-			if sr.Tee != tee {
+			if sr := reconcileAndCheck(t, runDir, spec.id, tee, tt.want, tt.off); sr.Tee != tee {
 				t.Errorf("Tee = %q, want %q", sr.Tee, tee)
 			}
-			if !sr.Report.OK() {
-				t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
-			}
-			checkOne(t, rr, sr, tee, tt.want, tt.off)
 		})
 	}
+}
+
+// reconcileAndCheck reconciles the run in runDir, requires its one session
+// (id) to verify, and checks the reconciliation finds want at off in tee
+// (want "": nothing).
+func reconcileAndCheck(t *testing.T, runDir, id, tee, want string, off int64) *integrity.SessionReconciliation {
+	t.Helper()
+	rr := integrity.VerifyRun(runDir, trusted(t))
+	sr := oneSession(t, rr, id)
+	if !sr.Report.OK() {
+		t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
+	}
+	checkOne(t, rr, sr, tee, want, off)
+	return sr
 }
 
 // oneSession returns the run's only session, which must be id.
@@ -288,12 +296,7 @@ func TestReconcileStderrAndDelivered(t *testing.T) {
 			runDir := newRunDir(t)
 			out, errOut := recordSession(t, runDir, spec)
 			tee := writeTee(t, runDir, spec.id, teeEntry{"err", tt.er(out, errOut)}, teeEntry{"out", tt.out(out, errOut)})
-			rr := integrity.VerifyRun(runDir, trusted(t))
-			sr := oneSession(t, rr, spec.id)
-			if !sr.Report.OK() {
-				t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
-			}
-			checkOne(t, rr, sr, tee, tt.want, tt.off)
+			reconcileAndCheck(t, runDir, spec.id, tee, tt.want, tt.off)
 		})
 	}
 }
@@ -322,12 +325,7 @@ func TestReconcileUnstored(t *testing.T) {
 			runDir := newRunDir(t)
 			out, _ := recordSession(t, runDir, spec)
 			tee := writeTee(t, runDir, spec.id, teeEntry{"out", tt.tee(out)})
-			rr := integrity.VerifyRun(runDir, trusted(t))
-			sr := oneSession(t, rr, spec.id)
-			if !sr.Report.OK() {
-				t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
-			}
-			checkOne(t, rr, sr, tee, tt.want, tt.off)
+			reconcileAndCheck(t, runDir, spec.id, tee, tt.want, tt.off)
 		})
 	}
 }
@@ -472,12 +470,7 @@ func TestReconcileLarge(t *testing.T) {
 			runDir := newRunDir(t)
 			out, _ := recordSession(t, runDir, spec)
 			tee := writeTeeLines(t, runDir, spec.id, 4093, teeEntry{"out", tt.tee(out)})
-			rr := integrity.VerifyRun(runDir, trusted(t))
-			sr := oneSession(t, rr, spec.id)
-			if !sr.Report.OK() {
-				t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
-			}
-			checkOne(t, rr, sr, tee, tt.want, tt.off)
+			reconcileAndCheck(t, runDir, spec.id, tee, tt.want, tt.off)
 		})
 	}
 }
