@@ -65,6 +65,9 @@ type Config struct {
 	Sync recorder.SyncMode
 	// MaxTranscriptBytes caps what a typescript stores (0: no cap).
 	MaxTranscriptBytes int64
+	// Algorithms the server offers; an empty list means the default one
+	// (DefaultAlgorithms), never x/crypto's own defaults.
+	Algorithms Algorithms
 }
 
 func (c *Config) check() error {
@@ -79,6 +82,9 @@ func (c *Config) check() error {
 		return errors.New("broker: no launch adapter")
 	case c.CaptureRoot == "":
 		return errors.New("broker: no capture root")
+	}
+	if err := c.Algorithms.orDefault().Check(); err != nil {
+		return fmt.Errorf("broker: %w", err)
 	}
 	l := c.Limits
 	if l.MaxAuthTries <= 0 || l.LoginGrace <= 0 || l.MaxConns <= 0 || l.MaxSessions <= 0 ||
@@ -263,11 +269,17 @@ func (c *trackedConn) Close() error {
 	return err
 }
 
-// sshConfig adds what gliderlabs/ssh does not expose: the auth attempt bound,
-// an auth log, and the verified-key hook.
+// sshConfig adds what gliderlabs/ssh does not expose: the algorithms, the
+// auth attempt bound, an auth log, and the verified-key hook.
 func (srv *Server) sshConfig(ctx gliderssh.Context) *gossh.ServerConfig {
 	cs := connStateOf(ctx)
+	algs := srv.cfg.Algorithms.orDefault()
 	return &gossh.ServerConfig{
+		Config: gossh.Config{
+			KeyExchanges: algs.KeyExchanges,
+			Ciphers:      algs.Ciphers,
+			MACs:         algs.MACs,
+		},
 		MaxAuthTries: srv.cfg.Limits.MaxAuthTries,
 		AuthLogCallback: func(md gossh.ConnMetadata, method string, err error) {
 			if err != nil && method != "none" {
