@@ -218,6 +218,9 @@ func ApplyAlgorithmSpec(k AlgorithmKind, base []string, spec string) ([]string, 
 	if rest != "" && strings.ContainsRune("+-^", rune(rest[0])) {
 		op, rest = rest[0], rest[1:]
 	}
+	if strings.TrimSpace(rest) == "" {
+		return nil, fmt.Errorf("empty %s list: name at least one algorithm", k)
+	}
 	names, err := expandAlgorithms(k, rest)
 	if err != nil {
 		return nil, err

@@ -97,8 +97,8 @@ func TestApplyAlgorithmSpecErrors(t *testing.T) {
 		{"kex-strict-s-v00@openssh.com", "unknown key exchange algorithm"},
 		{"-nosuch*", `pattern "nosuch*" matches no supported key exchange algorithm`},
 		{"-*", "no key exchange algorithm left"},
-		{"", "empty name"},
-		{"+", "empty name"},
+		{"", "empty key exchange list"},
+		{"+", "empty key exchange list"},
 		{"curve25519-sha256,,mlkem768x25519-sha256", "empty name"},
 		{strings.Repeat("a", maxAlgorithmSpec+1), "longer than"},
 	}

@@ -128,6 +128,12 @@ type serveConfig struct {
 	// namespace: development and tests only.
 	insecureAgentSamePIDNS bool
 	readyFile              string
+	// algorithms are the effective transport lists (--kex, --ciphers, --macs).
+	algorithms broker.Algorithms
+	// checkOnly (--check) validates and prints the settings instead of serving.
+	checkOnly bool
+	// settings are every flag's effective value, for --check.
+	settings []setting
 }
 
 // Defaults for a newcomer on a development machine: loopback only, and
@@ -170,9 +176,17 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	var maxMB int
 	e.String(&syncMode, "sync", "APTL_CAPTURE_SYNC", "interval", "record durability: interval (fsync within 1 s or 1 MiB) or strict (fsync each chunk before the client gets it)")
 	e.Int(&maxMB, "max-transcript-mb", "APTL_CAPTURE_MAX_TRANSCRIPT_MB", 0, "bytes a typescript stores, in MiB (0: no cap); later data is digested and counted, not stored")
+	// Transport algorithms, in OpenSSH's list syntax (broker.ApplyAlgorithmSpec).
+	algSpecs := algorithmFlags(e)
+	e.fs.BoolVar(&c.checkOnly, "check", false, "check the settings, print the effective ones (name value per line) and exit")
 	if err := e.parse(args); err != nil {
 		return nil, err
 	}
+	algs, err := resolveAlgorithms(e, algSpecs)
+	if err != nil {
+		return nil, err
+	}
+	c.algorithms = algs
 	switch syncMode {
 	case "interval":
 		c.sync = recorder.SyncInterval
@@ -188,7 +202,11 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	c.users = splitList(users)
 	c.acceptEnv = splitList(acceptEnv)
 	c.limits = lim
-	return c, c.check(e)
+	if err := c.check(e); err != nil {
+		return nil, err
+	}
+	c.settings = effectiveSettings(e, c)
+	return c, nil
 }
 
 func (c *serveConfig) check(e *envFlags) error {

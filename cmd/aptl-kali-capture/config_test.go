@@ -1,9 +1,12 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/broker"
 )
 
 func TestParseServeConfigDefaults(t *testing.T) {
@@ -79,6 +82,10 @@ func TestParseServeConfigErrors(t *testing.T) {
 		{name: "insecure flag not a bool", env: map[string]string{"APTL_CAPTURE_INSECURE_AGENT_SAME_PIDNS": "maybe"}, wantErr: "APTL_CAPTURE_INSECURE_AGENT_SAME_PIDNS: \"maybe\" is not true or false"},
 		{name: "bad sync", env: map[string]string{"APTL_CAPTURE_SYNC": "sometimes"}, wantErr: "--sync / APTL_CAPTURE_SYNC"},
 		{name: "negative cap", args: []string{"--max-transcript-mb", "-1"}, wantErr: "--max-transcript-mb"},
+		{name: "unknown kex", args: []string{"--kex", "+diffie-hellman-group14-sha2"}, wantErr: `--kex / APTL_CAPTURE_KEX: unknown key exchange algorithm "diffie-hellman-group14-sha2"`},
+		{name: "unknown cipher env", env: map[string]string{"APTL_CAPTURE_CIPHERS": "aes128-cbd"}, wantErr: `--ciphers / APTL_CAPTURE_CIPHERS: unknown cipher algorithm "aes128-cbd"`},
+		{name: "no MAC left", env: map[string]string{"APTL_CAPTURE_MACS": "-hmac-sha2-*"}, wantErr: "--macs / APTL_CAPTURE_MACS: no MAC algorithm left"},
+		{name: "empty kex env", env: map[string]string{"APTL_CAPTURE_KEX": ""}, wantErr: "--kex / APTL_CAPTURE_KEX: empty key exchange list"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: `unexpected argument "extra"`},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
 	}
@@ -92,5 +99,81 @@ func TestParseServeConfigErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestParseServeConfigAlgorithms(t *testing.T) {
+	c, err := parseServeConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := broker.DefaultAlgorithms()
+	if !slices.Equal(c.algorithms.KeyExchanges, def.KeyExchanges) || !slices.Equal(c.algorithms.Ciphers, def.Ciphers) ||
+		!slices.Equal(c.algorithms.MACs, def.MACs) {
+		t.Errorf("default algorithms = %+v, want %+v", c.algorithms, def)
+	}
+
+	// A lab with an older client: the environment adds, the flag wins.
+	t.Setenv("APTL_CAPTURE_KEX", "+diffie-hellman-group14-sha1")
+	t.Setenv("APTL_CAPTURE_MACS", "+hmac-sha1")
+	c, err = parseServeConfig([]string{"--macs", "^hmac-sha2-512-etm@openssh.com", "--ciphers", "-aes192-ctr"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(slices.Clone(def.KeyExchanges), "diffie-hellman-group14-sha1"); !slices.Equal(c.algorithms.KeyExchanges, want) {
+		t.Errorf("kex = %q, want %q", c.algorithms.KeyExchanges, want)
+	}
+	if want := []string{"hmac-sha2-512-etm@openssh.com", "hmac-sha2-256-etm@openssh.com"}; !slices.Equal(c.algorithms.MACs, want) {
+		t.Errorf("macs = %q, want %q (the flag overrides the environment)", c.algorithms.MACs, want)
+	}
+	if slices.Contains(c.algorithms.Ciphers, "aes192-ctr") || len(c.algorithms.Ciphers) != len(def.Ciphers)-1 {
+		t.Errorf("ciphers = %q", c.algorithms.Ciphers)
+	}
+}
+
+func TestServeCheckPrintsEffectiveSettings(t *testing.T) {
+	c, err := parseServeConfig([]string{"--check", "--kex", "curve25519-sha256", "--macs", "+hmac-sha1", "--state-dir", "/var/lib/aptl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.checkOnly {
+		t.Fatal("--check not set")
+	}
+	var out, warn strings.Builder
+	printSettings(&out, &warn, c)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for _, want := range []string{
+		// The library adds the @libssh.org alias of curve25519-sha256;
+		// --check shows what is offered, not what was typed.
+		"kex curve25519-sha256,curve25519-sha256@libssh.org",
+		"ciphers " + strings.Join(broker.DefaultAlgorithms().Ciphers, ","),
+		"macs hmac-sha2-256-etm@openssh.com,hmac-sha2-512-etm@openssh.com,hmac-sha1",
+		"authorized-keys /var/lib/aptl/authorized_keys",
+		"listen " + defaultListen,
+		"max-auth-tries 6",
+	} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("--check output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, l := range lines {
+		if name, _, ok := strings.Cut(l, " "); !ok || name == "check" || strings.HasPrefix(name, "-") {
+			t.Errorf("line %q is not `name value`", l)
+		}
+	}
+	if warn.String() != "" {
+		t.Errorf("hmac-sha1 is not in x/crypto's insecure list, yet warned: %q", warn.String())
+	}
+	c, err = parseServeConfig([]string{"--check", "--kex", "+diffie-hellman-group14-sha1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warn.Reset()
+	printSettings(&out, &warn, c)
+	if !strings.Contains(warn.String(), "insecure algorithms enabled: diffie-hellman-group14-sha1") {
+		t.Errorf("no warning for diffie-hellman-group14-sha1: %q", warn.String())
+	}
+	if code := runServe([]string{"--check", "--kex", "+diffie-hellman-group14-sha2"}); code != exitUsage {
+		t.Errorf("--check with an unknown algorithm exited %d, want %d", code, exitUsage)
 	}
 }

@@ -40,6 +40,10 @@ func runServe(args []string) int {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture serve: %v\n", err)
 		return exitUsage
 	}
+	if cfg.checkOnly {
+		printSettings(os.Stdout, os.Stderr, cfg)
+		return exitOK
+	}
 	log := newLogger(cfg.logFormat, os.Stderr)
 	if err := serve(cfg, log, os.Stdout); err != nil {
 		log.Error("serve failed", "err", err.Error())
@@ -95,6 +99,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		Logger:             log,
 		Sync:               cfg.sync,
 		MaxTranscriptBytes: cfg.maxTranscript,
+		Algorithms:         cfg.algorithms,
 	})
 	if err != nil {
 		return err
@@ -105,6 +110,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "adapter", cfg.launch, "root", cfg.root,
 		"host_key", gossh.FingerprintSHA256(hostKey.PublicKey()))
+	logAlgorithms(log, cfg.algorithms)
 	if probe != nil {
 		log.Info("launch agent", "socket", cfg.agentSocket)
 	}
@@ -115,6 +121,18 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		}
 	}
 	return serveUntilSignal(srv, ln, cfg, log)
+}
+
+// logAlgorithms states the transport algorithms offered, as the library
+// sends them, and warns when a lab setting re-enabled insecure ones.
+func logAlgorithms(log *slog.Logger, algs broker.Algorithms) {
+	offered := algs.Offered()
+	log.Info("algorithms", "kex", strings.Join(offered.KeyExchanges, ","),
+		"ciphers", strings.Join(offered.Ciphers, ","), "macs", strings.Join(offered.MACs, ","),
+		"host_key", "ssh-ed25519", "strict_kex", true)
+	if bad := algs.Insecure(); len(bad) > 0 {
+		log.Warn("insecure algorithms enabled by setting", "algorithms", strings.Join(bad, ","))
+	}
 }
 
 // serveUntilSignal serves until SIGTERM or SIGINT, then shuts down so that
