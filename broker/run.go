@@ -173,6 +173,10 @@ func (ss *session) createRecord(command, tty string) (*recorder.Session, *slog.L
 			return nil, nil, &userError{msg: fmt.Sprintf("session id %s was already recorded; session ids are single-use", meta.SessionID), cause: err}
 		case errors.Is(err, recorder.ErrSessionExists) && attempt < maxAnonAttempts:
 			continue
+		case errors.Is(err, recorder.ErrUnsafeDir):
+			// Refused rather than followed: a planted symlink would put the
+			// record outside the capture root.
+			return nil, nil, &userError{msg: fmt.Sprintf("the capture folder of run %s is a symlink or not a directory; session not started", ids.run), cause: err}
 		default:
 			return nil, nil, &userError{msg: "recording is unavailable; session not started", cause: err}
 		}

@@ -9,11 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/integrity"
@@ -102,8 +98,10 @@ type Meta struct {
 //
 // Both ids are validated (ErrInvalidID), reserved run ids refused
 // (ErrReservedRunID) and header names checked before anything touches the
-// disk. The session directory is made with os.Mkdir, so an existing one fails
-// with ErrSessionExists.
+// disk. The session folder must be new (ErrSessionExists); a run or session
+// folder that is a symlink is refused (ErrUnsafeDir). When Create fails
+// after making the session folder (a full disk), it removes it again: no
+// folder is left without an open record.
 func Create(root string, m Meta, opts Options) (*Session, error) {
 	return create(root, m, opts, time.Now)
 }
@@ -117,28 +115,17 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	if opts.Signer == nil {
 		return nil, errNoSigner
 	}
-	dir, err := makeSessionDir(root, m.RunID, m.SessionID)
+	dirs, err := makeSessionDirs(root, m.RunID, m.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{dir: dir, now: now, start: now(), opts: opts, counted: map[string]int64{}}
+	s := &Session{dirs: dirs, now: now, start: now(), opts: opts, counted: map[string]int64{}}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, s.closeFiles())
+			err = errors.Join(err, s.closeRecordFiles(), dirs.removeMade(), dirs.close())
 		}
 	}()
-	ptyDir := filepath.Join(dir, ptyDirName)
-	ts, err := openRecordFile(filepath.Join(ptyDir, typescriptName))
-	if err != nil {
-		return nil, err
-	}
-	s.ts = newDigestFile(ts)
-	tm, err := openRecordFile(filepath.Join(ptyDir, timingName))
-	if err != nil {
-		return nil, err
-	}
-	s.tm = newDigestFile(tm)
-	if s.log, err = openRecordFile(filepath.Join(ptyDir, integrity.LogFile)); err != nil {
+	if err := s.openFiles(); err != nil {
 		return nil, err
 	}
 	s.chain = integrity.NewWriter(s.log, m.RunID, m.SessionID, opts.Signer, now)
@@ -158,6 +145,22 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	return s, nil
 }
 
+// openFiles creates the three record files in the new pty folder.
+func (s *Session) openFiles() error {
+	ts, err := s.dirs.createFile(typescriptName)
+	if err != nil {
+		return err
+	}
+	s.ts = newDigestFile(ts)
+	tm, err := s.dirs.createFile(timingName)
+	if err != nil {
+		return err
+	}
+	s.tm = newDigestFile(tm)
+	s.log, err = s.dirs.createFile(integrity.LogFile)
+	return err
+}
+
 // checkMeta validates everything Create can reject without touching the disk.
 func checkMeta(m Meta) error {
 	if !ValidID(m.RunID) {
@@ -170,36 +173,6 @@ func checkMeta(m Meta) error {
 		return fmt.Errorf("recorder: session id %.64q: %w", m.SessionID, ErrInvalidID)
 	}
 	return checkHeaderNames(m.Headers)
-}
-
-// makeSessionDir creates the run directory if needed, then the session and
-// pty directories, which must be new. It returns the session directory.
-func makeSessionDir(root, runID, sessionID string) (string, error) {
-	runDir := filepath.Join(root, runID)
-	if err := os.MkdirAll(runDir, dirMode); err != nil {
-		return "", fmt.Errorf("recorder: create run dir: %w", err)
-	}
-	dir := filepath.Join(runDir, sessionID)
-	if err := os.Mkdir(dir, dirMode); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("recorder: session %s/%s: %w", runID, sessionID, ErrSessionExists)
-		}
-		return "", fmt.Errorf("recorder: create session dir: %w", err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, ptyDirName), dirMode); err != nil {
-		return "", fmt.Errorf("recorder: create pty dir: %w", err)
-	}
-	return dir, nil
-}
-
-// openRecordFile creates a record file that must not exist yet; O_EXCL also
-// refuses to follow a planted symlink.
-func openRecordFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_CLOEXEC, fileMode)
-	if err != nil {
-		return nil, fmt.Errorf("recorder: create %s: %w", filepath.Base(path), err)
-	}
-	return f, nil
 }
 
 // checkHeaderNames returns errHeaderName for the first name that scriptreplay

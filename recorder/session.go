@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,7 @@ import (
 // the session runs; Close writes the trailer, fsyncs and releases the files.
 // A Session is safe for concurrent use.
 type Session struct {
-	dir   string           // set by create; the session directory
+	dirs  *sessionDirs     // set by create; the open folders; closed by Close
 	now   func() time.Time // set by create; time.Now outside tests
 	start time.Time        // set by create; monotonic base of every delay
 
@@ -51,7 +50,7 @@ type Session struct {
 }
 
 // Dir returns the session directory, <root>/<run_id>/<session_id>.
-func (s *Session) Dir() string { return s.dir }
+func (s *Session) Dir() string { return s.dirs.path }
 
 // Input appends p, bytes sent to the PTY, to the typescript and an
 // `I <delay> <n>` entry to the timing file.
@@ -262,8 +261,8 @@ func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 	return s.writeTiming(appendHeaders(nil, append(hs, extra...)))
 }
 
-// syncAndClose makes the record durable: the three files, then the directories
-// holding their entries up to the run directory, so a session that closed
+// syncAndClose makes the record durable: the three files, then the folders
+// holding their entries up to the run folder, so a session that closed
 // cleanly survives a host crash and its id stays used.
 func (s *Session) syncAndClose() error {
 	var errs []error
@@ -272,15 +271,12 @@ func (s *Session) syncAndClose() error {
 			errs = append(errs, fmt.Errorf("recorder: fsync: %w", err))
 		}
 	}
-	errs = append(errs, s.closeFiles())
-	for _, d := range []string{filepath.Join(s.dir, ptyDirName), s.dir, filepath.Dir(s.dir)} {
-		errs = append(errs, syncDir(d))
-	}
+	errs = append(errs, s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())
 	return errors.Join(errs...)
 }
 
-// closeFiles closes whichever record files are open.
-func (s *Session) closeFiles() error {
+// closeRecordFiles closes whichever record files are open.
+func (s *Session) closeRecordFiles() error {
 	var errs []error
 	files := []*os.File{s.log}
 	if s.ts != nil {
@@ -298,20 +294,4 @@ func (s *Session) closeFiles() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// syncDir fsyncs a directory so the entries created in it are durable.
-func syncDir(path string) error {
-	d, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("recorder: fsync dir: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("recorder: fsync dir: %w", err)
-	}
-	return nil
 }

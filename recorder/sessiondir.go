@@ -1,0 +1,179 @@
+package recorder
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// A session's folders are made and opened relative to their parent's fd,
+// never by path, and never through a symlink: anyone who can write to the
+// capture root could otherwise plant <root>/<run_id> as a symlink and have
+// records land outside the root (where the startup recovery scan never
+// looks). The capture root itself is the operator's setting and is opened
+// as configured.
+
+// ErrUnsafeDir is returned, wrapped with the folder's name, when a run or
+// session folder exists as something other than a plain directory (a
+// symlink, a file): it is refused, never followed.
+var ErrUnsafeDir = errors.New("recorder: not a plain directory")
+
+// sessionDirs are the open directories of one session's record.
+type sessionDirs struct {
+	path      string   // <root>/<run_id>/<session_id>, for Dir and messages
+	sessionID string   // the session folder's name in run
+	run       *os.File // <root>/<run_id>; may have existed before
+	session   *os.File // made by makeSessionDirs
+	pty       *os.File // made by makeSessionDirs
+	made      []string // what this session created, in creation order: "session", "pty", then file names
+}
+
+// makeSessionDirs creates the run folder if needed, then the session and pty
+// folders, which must be new (ErrSessionExists), and opens all three
+// without following symlinks (ErrUnsafeDir). On failure it removes what it
+// made, so a refused session leaves no folder behind.
+func makeSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) {
+	if err := os.MkdirAll(root, dirMode); err != nil {
+		return nil, fmt.Errorf("recorder: create capture root: %w", err)
+	}
+	rootDir, err := os.OpenFile(root, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("recorder: open capture root: %w", err)
+	}
+	defer rootDir.Close()
+	d := &sessionDirs{path: filepath.Join(root, runID, sessionID), sessionID: sessionID}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.removeMade(), d.close())
+		}
+	}()
+	if d.run, err = mkdirBeneath(rootDir, runID, true); err != nil {
+		return nil, fmt.Errorf("recorder: run folder %s: %w", runID, err)
+	}
+	if d.session, err = mkdirBeneath(d.run, sessionID, false); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("recorder: session %s/%s: %w", runID, sessionID, ErrSessionExists)
+		}
+		return nil, fmt.Errorf("recorder: session folder %s/%s: %w", runID, sessionID, err)
+	}
+	d.made = append(d.made, "session")
+	if d.pty, err = mkdirBeneath(d.session, ptyDirName, false); err != nil {
+		return nil, fmt.Errorf("recorder: pty folder: %w", err)
+	}
+	d.made = append(d.made, "pty")
+	return d, nil
+}
+
+// mkdirBeneath makes name in parent (an existing one is accepted only when
+// mayExist) and opens it as a directory without following a symlink. The
+// open after the mkdir also catches a folder swapped for a symlink between
+// the two calls.
+func mkdirBeneath(parent *os.File, name string, mayExist bool) (*os.File, error) {
+	err := ignoringEINTR(func() error { return unix.Mkdirat(int(parent.Fd()), name, dirMode) })
+	if err != nil && !(mayExist && errors.Is(err, unix.EEXIST)) {
+		return nil, &os.PathError{Op: "mkdirat", Path: name, Err: err}
+	}
+	return openDirBeneath(parent, name)
+}
+
+// openDirBeneath opens the directory name of parent with openat2
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS. Kernels before 5.6 lack openat2
+// (ENOSYS), and older container seccomp profiles deny it (EPERM); name is
+// a single validated component, so openat with O_NOFOLLOW|O_DIRECTORY then
+// refuses the same things.
+func openDirBeneath(parent *os.File, name string) (*os.File, error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Openat2(int(parent.Fd()), name, &unix.OpenHow{
+			Flags: flags, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+		})
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+			fd, err = unix.Openat(int(parent.Fd()), name, flags, 0)
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EXDEV):
+		return nil, fmt.Errorf("%s is a symlink or not a directory: %w", name, ErrUnsafeDir)
+	case err != nil:
+		return nil, &os.PathError{Op: "openat", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// createFile creates a record file in the pty folder; it must not exist
+// yet, and O_NOFOLLOW|O_EXCL refuse a planted symlink.
+func (d *sessionDirs) createFile(name string) (*os.File, error) {
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Openat(int(d.pty.Fd()), name,
+			unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recorder: create %s: %w", name, err)
+	}
+	d.made = append(d.made, name)
+	return os.NewFile(uintptr(fd), filepath.Join(d.path, ptyDirName, name)), nil
+}
+
+// removeMade removes, newest first, what this session created: its files,
+// its pty folder and its session folder. It is for a session that could not
+// be created (a full disk): a folder without an open record would use the
+// id up, verify as blank ids and fail recovery on every restart. The run
+// folder stays: another session may be creating its folder in it.
+func (d *sessionDirs) removeMade() error {
+	var errs []error
+	for i := len(d.made) - 1; i >= 0; i-- {
+		var err error
+		switch name := d.made[i]; name {
+		case "session":
+			err = unix.Unlinkat(int(d.run.Fd()), d.sessionID, unix.AT_REMOVEDIR)
+		case "pty":
+			err = unix.Unlinkat(int(d.session.Fd()), ptyDirName, unix.AT_REMOVEDIR)
+		default:
+			err = unix.Unlinkat(int(d.pty.Fd()), name, 0)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recorder: remove the unfinished session folder: %w", err))
+		}
+	}
+	d.made = nil
+	return errors.Join(errs...)
+}
+
+// sync fsyncs the pty, session and run folders, so the entries made in
+// them are durable and a closed session's id stays used after a host crash.
+func (d *sessionDirs) sync() error {
+	var errs []error
+	for _, dir := range []*os.File{d.pty, d.session, d.run} {
+		if err := dir.Sync(); err != nil {
+			errs = append(errs, fmt.Errorf("recorder: fsync dir: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close releases whichever folder fds are open.
+func (d *sessionDirs) close() error {
+	var errs []error
+	for _, dir := range []**os.File{&d.pty, &d.session, &d.run} {
+		if *dir != nil {
+			errs = append(errs, (*dir).Close())
+			*dir = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
