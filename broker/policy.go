@@ -40,6 +40,34 @@ type sessionIDs struct {
 	// whose run id was refused is refused too, rather than recorded silently
 	// under another run.
 	runRefused error
+	// lateID is set, for good, when an id arrived after the env request
+	// limit: it was not applied, so the session is refused rather than
+	// recorded under an id the client did not ask for.
+	lateID error
+}
+
+// refusal returns why the session may not start under these ids, or nil.
+func (ids sessionIDs) refusal() error {
+	if ids.lateID != nil {
+		return ids.lateID
+	}
+	return ids.runRefused
+}
+
+// isIDEnv reports whether name is one of the env names that carry the
+// session's identity.
+func isIDEnv(name string) bool {
+	return name == envSessionID || name == envRunID || name == envTraceID
+}
+
+// refuseEnvOverLimit is the decision for an env request past the limit of
+// limit requests: refused, and when it carries an id, the session with it.
+func refuseEnvOverLimit(name string, limit int, ids *sessionIDs) error {
+	err := fmt.Errorf("more than %d env requests", limit)
+	if isIDEnv(name) && ids.lateID == nil {
+		ids.lateID = fmt.Errorf("%s was sent after the limit of %d env requests; session refused", name, limit)
+	}
+	return err
 }
 
 var (

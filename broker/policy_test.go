@@ -159,3 +159,29 @@ func TestLogSafe(t *testing.T) {
 		t.Errorf("logSafe leaked %q", got)
 	}
 }
+
+func TestRefuseEnvOverLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		refusesSess bool
+	}{
+		{"LANG", false},
+		{"", false}, // a malformed payload
+		{envSessionID, true},
+		{envRunID, true},
+		{envTraceID, true},
+	} {
+		var ids sessionIDs
+		if err := refuseEnvOverLimit(tc.name, 64, &ids); err == nil {
+			t.Errorf("%q: env request past the limit accepted", tc.name)
+		}
+		if got := ids.refusal() != nil; got != tc.refusesSess {
+			t.Errorf("%q: session refused = %v, want %v", tc.name, got, tc.refusesSess)
+		}
+		// A later valid run id does not lift the refusal.
+		decideEnv(envRunID, "run-1", nil, &ids)
+		if got := ids.refusal() != nil; got != tc.refusesSess {
+			t.Errorf("%q: after a valid run id, session refused = %v, want %v", tc.name, got, tc.refusesSess)
+		}
+	}
+}

@@ -92,8 +92,8 @@ func (o *output) record(rec *recorder.Session, p []byte) error {
 // could not be written, "launch-failed" when the launcher failed), so no
 // session directory is left without a trailer.
 func (ss *session) start(command string, startEvent map[string]string) (err error) {
-	if ss.ids.runRefused != nil {
-		return &userError{msg: ss.ids.runRefused.Error()}
+	if err := ss.ids.refusal(); err != nil {
+		return &userError{msg: err.Error()}
 	}
 	r := &run{ss: ss, done: make(chan struct{})}
 	spec := launch.Spec{User: ss.user, Command: command, Env: ss.env}

@@ -171,10 +171,10 @@ func (ss *session) handleEnv(payload []byte, running bool) (bool, error) {
 		return false, errAlreadyStarted
 	}
 	ss.envRequests++
-	if ss.envRequests > ss.srv.cfg.Limits.MaxEnvRequests {
-		return false, fmt.Errorf("more than %d env requests", ss.srv.cfg.Limits.MaxEnvRequests)
-	}
 	name, value, err := parseEnv(payload)
+	if ss.envRequests > ss.srv.cfg.Limits.MaxEnvRequests {
+		return false, refuseEnvOverLimit(name, ss.srv.cfg.Limits.MaxEnvRequests, &ss.ids)
+	}
 	if err != nil {
 		return false, err
 	}

@@ -113,6 +113,19 @@ type rawResult struct {
 // reads stderr once a command started).
 func rawExec(t *testing.T, c *gossh.Client, env map[string]string, command string) rawResult {
 	t.Helper()
+	var vars []envVar
+	for k, v := range env {
+		vars = append(vars, envVar{k, v})
+	}
+	return rawExecEnv(t, c, vars, command)
+}
+
+// envVar is one env request, for rawExecEnv's ordered list.
+type envVar struct{ name, value string }
+
+// rawExecEnv is rawExec with env requests sent in the given order.
+func rawExecEnv(t *testing.T, c *gossh.Client, env []envVar, command string) rawResult {
+	t.Helper()
 	ch, reqs, err := c.OpenChannel("session", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -137,8 +150,8 @@ func rawExec(t *testing.T, c *gossh.Client, env map[string]string, command strin
 			r.Reply(false, nil)
 		}
 	}()
-	for k, v := range env {
-		ch.SendRequest("env", true, gossh.Marshal(struct{ N, V string }{k, v}))
+	for _, e := range env {
+		ch.SendRequest("env", true, gossh.Marshal(struct{ N, V string }{e.name, e.value}))
 	}
 	res.started, err = ch.SendRequest("exec", true, gossh.Marshal(struct{ C string }{command}))
 	if err != nil {
