@@ -69,14 +69,15 @@ func logSafeType(t string) string {
 	return t
 }
 
-// event records a control event: into the record once it exists, else
-// into the bounded pending list that start writes after the open record.
-// Only the request loop calls it.
+// event records a control event: into the record once it exists (within
+// the recorder's per-session bound, recorder.MaxControlRecords), else into
+// the bounded pending list that start writes after the open record. Only
+// the request loop calls it.
 func (ss *session) event(typ string, attrs map[string]string) {
 	if r := ss.run.Load(); r != nil {
 		// A request that arrives after the record was finalized (a signal
 		// for a process that already exited) has no record to go into.
-		if err := r.rec.Event(typ, attrs); err != nil && !errors.Is(err, recorder.ErrClosed) {
+		if err := r.rec.Control(typ, attrs); err != nil && !errors.Is(err, recorder.ErrClosed) {
 			ss.stop(ioCause(err))
 		}
 		return
@@ -96,7 +97,7 @@ func (ss *session) flushPendingEvents(r *run) error {
 		}
 	}
 	if ss.droppedEvents > 0 {
-		return r.rec.Event("events-dropped", map[string]string{"count": strconv.Itoa(ss.droppedEvents)})
+		return r.rec.Event(recorder.EventsDropped, map[string]string{"count": strconv.Itoa(ss.droppedEvents)})
 	}
 	return nil
 }

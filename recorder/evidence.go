@@ -141,10 +141,15 @@ func (s *Session) dirtied(n int) error {
 			return err
 		}
 	}
+	s.armTick()
+	return nil
+}
+
+// armTick makes sure an onTick is pending. Callers hold mu.
+func (s *Session) armTick() {
 	if s.tick == nil && !s.closed {
 		s.tick = time.AfterFunc(syncInterval, s.onTick)
 	}
-	return nil
 }
 
 // onTick bounds the durability window in time, and writes a checkpoint when
@@ -154,6 +159,11 @@ func (s *Session) onTick() {
 	defer s.mu.Unlock()
 	s.tick = nil
 	if s.closed || s.err != nil {
+		return
+	}
+	// Coalesced window changes are recorded within syncInterval even when
+	// nothing else happens.
+	if s.recordResizes() != nil {
 		return
 	}
 	s.fail(s.checkpointAndSync())

@@ -47,6 +47,7 @@ type Session struct {
 	sinceCheckpoint int64            // bytes recorded since the last signed head
 	checkpointSeq   uint64           // the chain's length at the last signed head
 	tick            *time.Timer      // pending onTick; nil when none is armed
+	control         controlState     // control-event bound and coalescing (control.go)
 }
 
 // Dir returns the session directory, <root>/<run_id>/<session_id>.
@@ -81,22 +82,6 @@ func (s *Session) Event(typ string, attrs map[string]string) error {
 // Bytes reports how many input and output bytes were recorded so far.
 func (s *Session) Bytes() (in, out int64) { return s.in.Load(), s.out.Load() }
 
-// Resize records a window change as `S <delay> SIGWINCH ROWS=r COLS=c`.
-func (s *Session) Resize(rows, cols int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.writable(); err != nil {
-		return err
-	}
-	s.line = appendResize(s.line[:0], s.delay(), rows, cols)
-	err := errors.Join(s.writeTiming(s.line),
-		s.chain.Append("resize", map[string]string{"rows": strconv.Itoa(rows), "cols": strconv.Itoa(cols)}))
-	if s.fail(err) != nil {
-		return err
-	}
-	return s.dirtied(0)
-}
-
 // Annotate appends provenance headers learned after Create, for example
 // whom the launcher ran the process as, which is known only once it started.
 func (s *Session) Annotate(headers ...Header) error {
@@ -106,6 +91,9 @@ func (s *Session) Annotate(headers ...Header) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.writable(); err != nil {
+		return err
+	}
+	if err := s.recordResizes(); err != nil {
 		return err
 	}
 	attrs := make(map[string]string, len(headers))
@@ -128,6 +116,10 @@ func (s *Session) record(stream byte, logStream string, p []byte, count *atomic.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.writable(); err != nil || len(p) == 0 {
+		return err
+	}
+	// A window change goes into the record before the bytes that follow it.
+	if err := s.recordResizes(); err != nil {
 		return err
 	}
 	s.counted[logStream] += int64(len(p))
@@ -181,8 +173,11 @@ func (s *Session) fail(err error) error {
 // which subtracts microsecond timevals, it differences elapsed times
 // truncated to the microsecond, so the delays sum to the elapsed time
 // without drift. Callers hold mu.
-func (s *Session) delay() time.Duration {
-	el := max(s.elapsedAt(s.now()), s.last)
+func (s *Session) delay() time.Duration { return s.delayAt(s.now()) }
+
+// delayAt is delay for an entry observed at t, not later than now.
+func (s *Session) delayAt(t time.Time) time.Duration {
+	el := max(s.elapsedAt(t), s.last)
 	d := el - s.last
 	s.last = el
 	return d
@@ -233,6 +228,11 @@ func (s *Session) Close(exitCode int, extra ...Header) error {
 	nameErr := checkHeaderNames(extra)
 	if nameErr != nil {
 		extra = nil
+	}
+	// Window changes not recorded yet, and control events past the bound,
+	// are stated before the trailer and the close record.
+	if s.err == nil && s.recordResizes() == nil {
+		s.fail(s.dropControlRecords())
 	}
 	failure := s.err
 	errs := []error{failure, nameErr}

@@ -1,0 +1,86 @@
+package recorder
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
+)
+
+// TestResizesCoalesceBeforeData: window changes faster than the token
+// bucket become one resize record with the last size and a count, written
+// before the bytes that follow them, and the record still verifies.
+func TestResizesCoalesceBeforeData(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 11, 30, 16, 18, 11, 0, time.UTC)}
+	s, err := create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm", Rows: 24, Cols: 80}, testOptions(), clock.now)
+	mustOK(t, err)
+	const sent = resizeBurst + 100
+	for i := range sent {
+		mustOK(t, s.Resize(30, 81+i))
+	}
+	mustOK(t, s.Output([]byte("redrawn")))
+	mustOK(t, s.Close(0))
+
+	var resizes []integrity.Record
+	dataSeen := false
+	for _, line := range strings.Split(strings.TrimSpace(readRecord(t, s.Dir(), integrity.LogFile)), "\n") {
+		var r integrity.Record
+		mustOK(t, json.Unmarshal([]byte(line), &r))
+		switch r.Type {
+		case "resize":
+			if dataSeen {
+				t.Errorf("resize record %d after the data that followed it", r.Seq)
+			}
+			resizes = append(resizes, r)
+		case integrity.TypeData:
+			dataSeen = true
+		}
+	}
+	if len(resizes) != resizeBurst+1 {
+		t.Fatalf("%d resize records, want %d (the burst, then one coalesced)", len(resizes), resizeBurst+1)
+	}
+	last := resizes[len(resizes)-1].Attrs
+	if last["count"] != strconv.Itoa(sent-resizeBurst) || last["cols"] != strconv.Itoa(80+sent) || last["rows"] != "30" {
+		t.Errorf("coalesced resize = %v, want count %d and the last size 30x%d", last, sent-resizeBurst, 80+sent)
+	}
+	if n := strings.Count(readRecord(t, s.Dir(), "timing"), "SIGWINCH"); n != len(resizes) {
+		t.Errorf("%d SIGWINCH timing entries for %d resize records", n, len(resizes))
+	}
+	if rep := integrity.Verify(s.Dir(), trusted()); !rep.OK() {
+		t.Errorf("does not verify: %v", rep.Anomalies)
+	}
+}
+
+// TestControlRecordsBounded: past MaxControlRecords control events are
+// only counted, and Close states them in one events-dropped record.
+func TestControlRecordsBounded(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "s", Term: "xterm", Rows: 24, Cols: 80})
+	signal := map[string]string{"request": "signal", "name": "INT", "accepted": "true"}
+	for range MaxControlRecords + 10 {
+		mustOK(t, s.Control("request", signal))
+	}
+	mustOK(t, s.Control("request", map[string]string{"request": "x11-req", "accepted": "false"}))
+	mustOK(t, s.Resize(40, 120))
+	mustOK(t, s.Close(0))
+	log := readRecord(t, s.Dir(), integrity.LogFile)
+	if n := strings.Count(log, `"type":"request"`); n != MaxControlRecords {
+		t.Errorf("%d request records, want %d", n, MaxControlRecords)
+	}
+	want := map[string]string{"reason": ReasonControlLimit, "count": "12", "signal": "10", "request": "1", "resize": "1", "rows": "40", "cols": "120"}
+	for _, line := range strings.Split(log, "\n") {
+		var r integrity.Record
+		if json.Unmarshal([]byte(line), &r) != nil || r.Type != EventsDropped {
+			continue
+		}
+		for k, v := range want {
+			if r.Attrs[k] != v {
+				t.Errorf("events-dropped %s = %q, want %q", k, r.Attrs[k], v)
+			}
+		}
+		return
+	}
+	t.Error("no events-dropped record")
+}
