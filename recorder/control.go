@@ -92,7 +92,7 @@ func (s *Session) Control(typ string, attrs map[string]string) error {
 		return nil
 	}
 	s.control.records++
-	if err := s.fail(s.chain.Append(typ, attrs)); err != nil {
+	if err := s.fail(s.chain.Append(typ, withExactValues(attrs))); err != nil {
 		return err
 	}
 	return s.dirtied(0)

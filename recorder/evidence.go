@@ -2,13 +2,16 @@ package recorder
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	gossh "golang.org/x/crypto/ssh"
 
@@ -119,7 +122,7 @@ func openAttrs(m Meta, headerLen int, headerSum string, opts Options) map[string
 	for _, h := range m.Headers {
 		a[h.Name] = h.Value
 	}
-	return a
+	return withExactValues(a)
 }
 
 // dirtied notes that n bytes (or an event, n 0) were recorded and makes
@@ -216,7 +219,7 @@ func (s *Session) closeEvidence(exitCode int, extra []Header, failure error) err
 	if failure != nil {
 		a["write_error"] = failure.Error()
 	}
-	err := s.chain.Append(integrity.TypeClose, a)
+	err := s.chain.Append(integrity.TypeClose, withExactValues(a))
 	if err == nil {
 		err = s.chain.Checkpoint(s.fileAttrs())
 	}
@@ -242,3 +245,27 @@ func (s *Session) storable(p []byte) (stored, rest []byte) {
 }
 
 var errNoSigner = errors.New("recorder: no signer for checkpoints")
+
+// ExactSuffix names the attribute that carries a value's exact bytes,
+// base64, beside a value that is not valid UTF-8. JSON would replace such
+// bytes with U+FFFD as an escape that the verifier's canonical re-encoding
+// does not reproduce (the record would not verify), and the record must
+// agree with the typescript header, which keeps the bytes (escaped).
+const ExactSuffix = "_b64"
+
+// withExactValues makes every value of a valid UTF-8 for display (invalid
+// bytes become U+FFFD) and adds name+ExactSuffix with the exact bytes
+// beside each one it changed. It returns a.
+func withExactValues(a map[string]string) map[string]string {
+	var invalid []string
+	for k, v := range a {
+		if !utf8.ValidString(v) {
+			invalid = append(invalid, k)
+		}
+	}
+	for _, k := range invalid {
+		a[k+ExactSuffix] = base64.StdEncoding.EncodeToString([]byte(a[k]))
+		a[k] = strings.ToValidUTF8(a[k], "\uFFFD")
+	}
+	return a
+}

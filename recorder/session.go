@@ -73,7 +73,7 @@ func (s *Session) Event(typ string, attrs map[string]string) error {
 	if err := s.writable(); err != nil {
 		return err
 	}
-	if err := s.fail(s.chain.Append(typ, attrs)); err != nil {
+	if err := s.fail(s.chain.Append(typ, withExactValues(attrs))); err != nil {
 		return err
 	}
 	return s.dirtied(0)
@@ -100,7 +100,7 @@ func (s *Session) Annotate(headers ...Header) error {
 	for _, h := range headers {
 		attrs[h.Name] = h.Value
 	}
-	err := errors.Join(s.writeTiming(appendHeaders(nil, headers)), s.chain.Append("annotate", attrs))
+	err := errors.Join(s.writeTiming(appendHeaders(nil, headers)), s.chain.Append("annotate", withExactValues(attrs)))
 	if s.fail(err) != nil {
 		return err
 	}
