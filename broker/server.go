@@ -35,6 +35,13 @@ type Limits struct {
 	MaxSessions        int           // session channels, all connections together
 	MaxSessionsPerConn int           // session channels on one connection
 	MaxEnvRequests     int           // env requests on one session channel
+
+	// MaxStartups and PerSourceMaxStartups bound connections that have not
+	// authenticated yet (preauth.go): in total, with random early drop,
+	// and per source address. Full stays below MaxConns, so a flood of them
+	// always leaves room for authenticated connections.
+	MaxStartups          MaxStartups
+	PerSourceMaxStartups int
 }
 
 // DefaultLimits are sized for one lab: a handful of tool servers, each
@@ -42,13 +49,24 @@ type Limits struct {
 func DefaultLimits() Limits {
 	return Limits{
 		MaxAuthTries:       6,
-		LoginGrace:         30 * time.Second,
+		LoginGrace:         loginGrace,
 		MaxConns:           64,
 		MaxSessions:        64,
 		MaxSessionsPerConn: 16,
 		MaxEnvRequests:     64,
+
+		MaxStartups: MaxStartups{Start: 16, Rate: 30, Full: 32},
+		// One source alone never reaches Start, so a single flooding
+		// address cannot make anyone else's connection a candidate for
+		// early drop.
+		PerSourceMaxStartups: 8,
 	}
 }
+
+// loginGrace is the default: a tool server (node ssh2) authenticates in
+// about 150 ms, so 10 s is ample and frees a slot that a silent connection
+// holds three times sooner than OpenSSH's 30 s.
+const loginGrace = 10 * time.Second
 
 // Config is everything the server needs; cmd/aptl-kali-capture builds it
 // from flags and the environment.
@@ -88,8 +106,23 @@ func (c *Config) check() error {
 	}
 	l := c.Limits
 	if l.MaxAuthTries <= 0 || l.LoginGrace <= 0 || l.MaxConns <= 0 || l.MaxSessions <= 0 ||
-		l.MaxSessionsPerConn <= 0 || l.MaxEnvRequests <= 0 {
+		l.MaxSessionsPerConn <= 0 || l.MaxEnvRequests <= 0 || l.PerSourceMaxStartups <= 0 {
 		return fmt.Errorf("broker: every limit must be positive: %+v", l)
+	}
+	return l.checkPreauth()
+}
+
+// checkPreauth relates the pre-authentication limits to each other and to
+// MaxConns.
+func (l Limits) checkPreauth() error {
+	if err := l.MaxStartups.Validate(); err != nil {
+		return fmt.Errorf("broker: max startups %w", err)
+	}
+	if l.MaxStartups.Full >= l.MaxConns {
+		return fmt.Errorf("broker: max startups full (%d) must be below max conns (%d), or unauthenticated connections could take every slot", l.MaxStartups.Full, l.MaxConns)
+	}
+	if l.PerSourceMaxStartups > l.MaxStartups.Full {
+		return fmt.Errorf("broker: per-source max startups (%d) must not exceed max startups full (%d)", l.PerSourceMaxStartups, l.MaxStartups.Full)
 	}
 	return nil
 }
@@ -100,12 +133,13 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	ssh     *gliderssh.Server
+	gate    *preauthGate
+	drops   *dropLog
 	anonSeq atomic.Uint64
 
 	mu sync.Mutex // protects the following
 	// closing is set once by Shutdown/Close; no session starts after it.
 	closing  bool
-	conns    int
 	sessions map[*session]struct{}
 	// sessionsWG counts sessions from admission until their record is final.
 	sessionsWG sync.WaitGroup
@@ -119,13 +153,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	srv := &Server{cfg: cfg, log: cfg.Logger, sessions: make(map[*session]struct{})}
+	srv := &Server{cfg: cfg, log: cfg.Logger, sessions: make(map[*session]struct{}),
+		gate: newPreauthGate(cfg.Limits), drops: &dropLog{log: cfg.Logger, interval: time.Second}}
 	srv.ssh = &gliderssh.Server{
 		Version:              "aptl-kali-capture",
 		HostSigners:          []gliderssh.Signer{cfg.HostKey},
 		PublicKeyHandler:     srv.mayAuthenticate,
 		ConnCallback:         srv.onConn,
-		ServerConfigCallback: srv.sshConfig,
+		ServerConfigCallback: srv.serverConfig,
 		// Our own "session" handler replaces gliderlabs' (see session.go);
 		// no other channel type is served, so direct-tcpip, forwarded-tcpip
 		// and x11 channels are rejected as unknown types.
@@ -138,9 +173,16 @@ func New(cfg Config) (*Server, error) {
 	return srv, nil
 }
 
-// Serve accepts connections on ln until Shutdown or Close.
+// Serve accepts connections on ln until Shutdown or Close. Each one is
+// admitted or refused as it is accepted (preauth.go).
 func (srv *Server) Serve(ln net.Listener) error {
-	return srv.ssh.Serve(ln)
+	return srv.ssh.Serve(newGateListener(ln, srv.gate, srv.drops))
+}
+
+// UnauthenticatedConns reports the open connections that have not
+// authenticated yet.
+func (srv *Server) UnauthenticatedConns() int {
+	return srv.gate.unauthenticated()
 }
 
 // finalizeGrace bounds how long Shutdown waits, once its context expired
@@ -211,6 +253,7 @@ func (srv *Server) ActiveSessions() int {
 type connState struct {
 	id       string
 	log      *slog.Logger
+	admitted *gatedConn // the gate's record: unauthenticated until a key is verified
 	sessions atomic.Int32
 }
 
@@ -221,37 +264,38 @@ func connStateOf(ctx gliderssh.Context) *connState {
 	return cs
 }
 
-// onConn admits a TCP connection, bounds it by MaxConns, and enforces the
-// login grace time. gliderlabs/ssh resets the socket deadline on every read,
-// so the grace time is a timer that closes the connection unless the
-// handshake (which ends with authentication) has completed by then.
+// onConn takes a connection the gate admitted (Serve), refuses it during
+// shutdown, and enforces the login grace time. gliderlabs/ssh resets the
+// socket deadline on every read, so the grace time is a timer that closes
+// the connection unless a key has been verified by then.
 func (srv *Server) onConn(ctx gliderssh.Context, conn net.Conn) net.Conn {
+	admitted, ok := conn.(*gatedConn)
 	srv.mu.Lock()
-	if srv.closing || srv.conns >= srv.cfg.Limits.MaxConns {
-		srv.mu.Unlock()
-		srv.log.Warn("connection refused", "remote", conn.RemoteAddr().String(), "reason", "connection limit or shutdown")
+	closing := srv.closing
+	srv.mu.Unlock()
+	if closing || !ok {
+		reason := "shutdown"
+		if !ok {
+			reason = "not admitted through Serve"
+		}
+		srv.log.Warn("connection refused", "remote", conn.RemoteAddr().String(), "reason", reason)
 		conn.Close()
 		return nil
 	}
-	srv.conns++
-	srv.mu.Unlock()
 
-	cs := &connState{id: newConnID()}
+	cs := &connState{id: newConnID(), admitted: admitted}
 	cs.log = srv.log.With("conn", cs.id)
 	ctx.SetValue(connStateKey{}, cs)
 	cs.log.Info("connection opened", "remote", conn.RemoteAddr().String())
 
 	grace := time.AfterFunc(srv.cfg.Limits.LoginGrace, func() {
-		if ctx.Value(gliderssh.ContextKeyConn) == nil {
+		if !admitted.authenticated() {
 			cs.log.Warn("login grace time exceeded; closing connection")
 			conn.Close()
 		}
 	})
 	return &trackedConn{Conn: conn, onClose: func() {
 		grace.Stop()
-		srv.mu.Lock()
-		srv.conns--
-		srv.mu.Unlock()
 		cs.log.Info("connection closed")
 	}}
 }
@@ -267,6 +311,23 @@ func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.onClose)
 	return err
+}
+
+// serverConfig is sshConfig plus the gate's hook: the moment a client
+// proves it holds an authorized key, its connection stops counting as
+// unauthenticated (preauth.go), so logged-in clients never take
+// pre-authentication slots.
+func (srv *Server) serverConfig(ctx gliderssh.Context) *gossh.ServerConfig {
+	cfg := srv.sshConfig(ctx)
+	verified := cfg.VerifiedPublicKeyCallback
+	cfg.VerifiedPublicKeyCallback = func(md gossh.ConnMetadata, key gossh.PublicKey, perms *gossh.Permissions, alg string) (*gossh.Permissions, error) {
+		p, err := verified(md, key, perms, alg)
+		if err == nil {
+			connStateOf(ctx).admitted.markAuthenticated()
+		}
+		return p, err
+	}
+	return cfg
 }
 
 // sshConfig adds what gliderlabs/ssh does not expose: the algorithms, the

@@ -1,0 +1,312 @@
+package broker
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Pre-authentication admission. The workload shares the sidecar's network
+// namespace, so it can open TCP connections to the SSH port at will; a
+// connection that never authenticates would otherwise hold a slot for the
+// whole login grace. Every accepted connection is therefore admitted or
+// refused here, in the accept loop, before gliderlabs/ssh starts a goroutine
+// or x/crypto allocates anything for it, and it counts as unauthenticated
+// until a public key is verified (Server.serverConfig).
+
+// MaxStartups is OpenSSH's MaxStartups "start:rate:full" for connections
+// that have not authenticated yet: below Start none is refused; from Start
+// on, a new one is refused with probability Rate percent, rising linearly
+// to 100 percent at Full; at Full and above every new one is refused.
+type MaxStartups struct {
+	Start, Rate, Full int
+}
+
+// ParseMaxStartups reads OpenSSH's syntax: "start:rate:full", or a single
+// number N meaning a hard limit (N:100:N).
+func ParseMaxStartups(s string) (MaxStartups, error) {
+	parts := strings.Split(strings.TrimSpace(s), ":")
+	if len(parts) != 1 && len(parts) != 3 {
+		return MaxStartups{}, fmt.Errorf("%q is not start:rate:full or a single number", s)
+	}
+	nums := make([]int, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return MaxStartups{}, fmt.Errorf("%q is not start:rate:full or a single number", s)
+		}
+		nums[i] = n
+	}
+	m := MaxStartups{Start: nums[0], Rate: 100, Full: nums[0]}
+	if len(nums) == 3 {
+		m = MaxStartups{Start: nums[0], Rate: nums[1], Full: nums[2]}
+	}
+	return m, m.Validate()
+}
+
+func (m MaxStartups) String() string { return fmt.Sprintf("%d:%d:%d", m.Start, m.Rate, m.Full) }
+
+// Validate applies OpenSSH's rules: 1 <= start <= full, 1 <= rate <= 100.
+func (m MaxStartups) Validate() error {
+	switch {
+	case m.Start < 1 || m.Full < 1:
+		return fmt.Errorf("%s: start and full must be at least 1", m)
+	case m.Start > m.Full:
+		return fmt.Errorf("%s: start must not exceed full", m)
+	case m.Rate < 1 || m.Rate > 100:
+		return fmt.Errorf("%s: rate must be a percentage from 1 to 100", m)
+	}
+	return nil
+}
+
+// drop decides, for a new connection while unauth connections are still
+// unauthenticated, whether to refuse it. roll returns a uniform integer in
+// [0, 100); it is called only between Start and Full, where chance decides.
+// The arithmetic is OpenSSH's (sshd.c should_drop_connection), so the same
+// setting behaves the same way.
+func (m MaxStartups) drop(unauth int, roll func() int) bool {
+	switch {
+	case unauth < m.Start:
+		return false
+	case unauth >= m.Full || m.Rate == 100:
+		return true
+	}
+	p := m.Rate + (100-m.Rate)*(unauth-m.Start)/(m.Full-m.Start)
+	return roll() < p
+}
+
+// Reasons a connection is refused at accept; each is also the line the
+// client receives (see refuseConn).
+const (
+	refusedConnLimit  = "connection limit reached"
+	refusedPerSource  = "too many unauthenticated connections from this address"
+	refusedMaxStartup = "too many unauthenticated connections"
+)
+
+// preauthGate counts open connections, and unauthenticated ones in total
+// and per source address, and admits or refuses each new one.
+type preauthGate struct {
+	startups  MaxStartups
+	perSource int
+	maxConns  int
+	roll      func() int // uniform in [0, 100)
+
+	mu      sync.Mutex // protects the following
+	conns   int        // open connections, authenticated or not
+	unauth  int        // open connections not yet authenticated
+	sources map[netip.Addr]int
+}
+
+func newPreauthGate(l Limits) *preauthGate {
+	return &preauthGate{
+		startups: l.MaxStartups, perSource: l.PerSourceMaxStartups, maxConns: l.MaxConns,
+		roll: func() int { return rand.IntN(100) }, sources: make(map[netip.Addr]int),
+	}
+}
+
+// admit counts a new connection from source as unauthenticated, or returns
+// why it is refused.
+func (g *preauthGate) admit(source netip.Addr) (refused string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.conns >= g.maxConns:
+		return refusedConnLimit
+	case g.sources[source] >= g.perSource:
+		return refusedPerSource
+	case g.startups.drop(g.unauth, g.roll):
+		return refusedMaxStartup
+	}
+	g.conns++
+	g.unauth++
+	g.sources[source]++
+	return ""
+}
+
+// settle moves one connection from source out of the unauthenticated count.
+// The caller holds g.mu.
+func (g *preauthGate) settle(source netip.Addr) {
+	g.unauth--
+	if g.sources[source]--; g.sources[source] <= 0 {
+		delete(g.sources, source)
+	}
+}
+
+// unauthenticated reports the connections not yet authenticated.
+func (g *preauthGate) unauthenticated() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.unauth
+}
+
+// gatedConn is an admitted connection. It leaves the unauthenticated count
+// when its key is verified or when it closes, whichever comes first, and
+// the connection count when it closes.
+type gatedConn struct {
+	net.Conn
+	gate   *preauthGate
+	source netip.Addr
+	// pending (unauthenticated) and closed are guarded by gate.mu, so that
+	// authentication and Close racing cannot both settle the connection.
+	pending, closed bool
+}
+
+func (c *gatedConn) markAuthenticated() {
+	c.gate.mu.Lock()
+	defer c.gate.mu.Unlock()
+	if c.pending && !c.closed {
+		c.pending = false
+		c.gate.settle(c.source)
+	}
+}
+
+func (c *gatedConn) authenticated() bool {
+	c.gate.mu.Lock()
+	defer c.gate.mu.Unlock()
+	return !c.pending
+}
+
+func (c *gatedConn) Close() error {
+	err := c.Conn.Close()
+	c.gate.mu.Lock()
+	defer c.gate.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		c.gate.conns--
+		if c.pending {
+			c.pending = false
+			c.gate.settle(c.source)
+		}
+	}
+	return err
+}
+
+// gateListener admits or refuses each connection as it is accepted, so a
+// refused one costs a file descriptor for a moment and nothing else, unless
+// a lingering slot is free (refuseConn).
+type gateListener struct {
+	net.Listener
+	gate  *preauthGate
+	drops *dropLog
+	// lingering holds a token per refused connection still draining.
+	lingering chan struct{}
+}
+
+func newGateListener(ln net.Listener, gate *preauthGate, drops *dropLog) *gateListener {
+	return &gateListener{Listener: ln, gate: gate, drops: drops, lingering: make(chan struct{}, refusalLingerMax)}
+}
+
+func (l *gateListener) Accept() (net.Conn, error) {
+	for {
+		conn, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		source := sourceOf(conn.RemoteAddr())
+		if reason := l.gate.admit(source); reason != "" {
+			l.refuseConn(conn, reason)
+			l.drops.note(conn.RemoteAddr(), reason)
+			continue
+		}
+		return &gatedConn{Conn: conn, gate: l.gate, source: source, pending: true}, nil
+	}
+}
+
+// sourceOf is the per-source key: the peer's IP address (IPv4-mapped IPv6
+// as IPv4). Peers without an IP address share the zero key.
+func sourceOf(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap().WithZone("")
+	}
+	return netip.Addr{}
+}
+
+// RefusalPrefix starts the line a connection refused before authentication
+// receives instead of the SSH version line. cmd/aptl-kali-capture/health.go
+// accepts it as proof that the listener answers.
+const RefusalPrefix = "aptl-kali-capture: refused before authentication: "
+
+// Lingering bounds for refused connections: how many drain at once, for
+// how long, and how much each may send.
+const (
+	refusalLingerMax   = 32
+	refusalLingerTime  = 2 * time.Second
+	refusalLingerBytes = 16 << 10
+)
+
+// refuseConn tells the client why, then closes. RFC 4253 (4.2) lets a server
+// send lines before its version line; OpenSSH's client logs this one as it
+// logs sshd's own "Exceeded MaxStartups" (ssh -v: "kex_exchange_identification:
+// banner line 0: aptl-kali-capture: refused ..."). The write is a single
+// non-blocking send on a socket that has sent nothing yet, so it cannot
+// stall the accept loop.
+//
+// A client such as OpenSSH sends its version line without waiting for
+// ours; closing a socket with unread bytes makes the kernel answer with a
+// reset, which discards the line before the client reads it. So, while
+// one of refusalLingerMax slots is free, the connection half-closes and
+// reads what the client sends, bounded in time and bytes, until the client
+// hangs up; with no slot free it is closed at once.
+func (l *gateListener) refuseConn(conn net.Conn, reason string) {
+	line := []byte(RefusalPrefix + reason + "\r\n")
+	if sc, ok := conn.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			raw.Write(func(fd uintptr) bool {
+				syscall.Write(int(fd), line) // the fd is non-blocking (Go's poller)
+				return true
+			})
+		}
+	}
+	tcp, ok := conn.(*net.TCPConn)
+	if !ok {
+		conn.Close()
+		return
+	}
+	select {
+	case l.lingering <- struct{}{}:
+	default:
+		conn.Close()
+		return
+	}
+	go func() {
+		defer func() { <-l.lingering }()
+		defer tcp.Close()
+		tcp.CloseWrite()
+		tcp.SetReadDeadline(time.Now().Add(refusalLingerTime))
+		io.Copy(io.Discard, io.LimitReader(tcp, refusalLingerBytes))
+	}()
+}
+
+// dropLog logs refusals at most once per interval: a flood must not become
+// a log flood. Each line carries the last refused address, its reason and
+// how many refusals it stands for; nothing the client sent is logged.
+type dropLog struct {
+	log      *slog.Logger
+	interval time.Duration
+
+	mu      sync.Mutex
+	next    time.Time
+	pending int
+}
+
+func (d *dropLog) note(remote net.Addr, reason string) {
+	d.mu.Lock()
+	d.pending++
+	now := time.Now()
+	if now.Before(d.next) {
+		d.mu.Unlock()
+		return
+	}
+	n := d.pending
+	d.pending, d.next = 0, now.Add(d.interval)
+	d.mu.Unlock()
+	d.log.Warn("connection refused before authentication", "remote", remote.String(), "reason", reason, "refused_since_last_log", n)
+}
