@@ -172,6 +172,7 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	e.Int(&lim.MaxSessions, "max-sessions", "APTL_CAPTURE_MAX_SESSIONS", lim.MaxSessions, "open sessions, all connections")
 	e.Int(&lim.MaxSessionsPerConn, "max-sessions-per-conn", "APTL_CAPTURE_MAX_SESSIONS_PER_CONN", lim.MaxSessionsPerConn, "open sessions on one connection")
 	e.Int(&lim.MaxEnvRequests, "max-env", "APTL_CAPTURE_MAX_ENV_REQUESTS", lim.MaxEnvRequests, "env requests per session")
+	applyPreauth := bindPreauthFlags(e, &lim)
 	var syncMode string
 	var maxMB int
 	e.String(&syncMode, "sync", "APTL_CAPTURE_SYNC", "interval", "record durability: interval (fsync within 1 s or 1 MiB) or strict (fsync each chunk before the client gets it)")
@@ -187,6 +188,9 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 		return nil, err
 	}
 	c.algorithms = algs
+	if err := applyPreauth(); err != nil {
+		return nil, err
+	}
 	switch syncMode {
 	case "interval":
 		c.sync = recorder.SyncInterval
@@ -276,6 +280,41 @@ func checkLimits(e *envFlags, l broker.Limits) error {
 		if !v.ok {
 			return e.settingError(v.name, "out of range")
 		}
+	}
+	return checkPreauthLimits(e, l)
+}
+
+// Pre-authentication limits (broker/preauth.go): --max-startups in
+// OpenSSH's start:rate:full, --per-source-max-startups, and --login-grace
+// above. --max-conns still bounds authenticated and unauthenticated
+// connections together; max-startups' full must stay below it.
+
+// bindPreauthFlags defines the pre-authentication flags; the function it
+// returns stores their parsed values in lim once the flags are parsed.
+func bindPreauthFlags(e *envFlags, lim *broker.Limits) func() error {
+	var startups string
+	e.String(&startups, "max-startups", "APTL_CAPTURE_MAX_STARTUPS", lim.MaxStartups.String(),
+		"unauthenticated connections, OpenSSH start:rate:full: from start on refuse rate% of new ones, rising to all at full")
+	e.Int(&lim.PerSourceMaxStartups, "per-source-max-startups", "APTL_CAPTURE_PER_SOURCE_MAX_STARTUPS", lim.PerSourceMaxStartups,
+		"unauthenticated connections from one source address")
+	return func() error {
+		m, err := broker.ParseMaxStartups(startups)
+		if err != nil {
+			return e.settingError("max-startups", "%v", err)
+		}
+		lim.MaxStartups = m
+		return nil
+	}
+}
+
+func checkPreauthLimits(e *envFlags, l broker.Limits) error {
+	switch {
+	case l.MaxStartups.Full > 10000:
+		return e.settingError("max-startups", "full out of range")
+	case l.MaxStartups.Full >= l.MaxConns:
+		return e.settingError("max-startups", "full (%d) must be below --max-conns (%d), or unauthenticated connections could take every slot", l.MaxStartups.Full, l.MaxConns)
+	case l.PerSourceMaxStartups <= 0 || l.PerSourceMaxStartups > l.MaxStartups.Full:
+		return e.settingError("per-source-max-startups", "must be from 1 to --max-startups' full (%d)", l.MaxStartups.Full)
 	}
 	return nil
 }
