@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/broker"
 )
 
 func init() {
@@ -71,8 +73,23 @@ func checkHealth(readyFile, listen string) error {
 	defer conn.Close()
 	conn.SetReadDeadline(time.Now().Add(healthTimeout))
 	banner, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil || !strings.HasPrefix(banner, "SSH-2.0-aptl-kali-capture") {
+	if err != nil || !answeredByServer(banner) {
 		return fmt.Errorf("SSH server did not answer with its version line")
 	}
 	return nil
+}
+
+// answeredByServer accepts the server's version line, and also the line it
+// sends a connection it refuses before authentication (broker/preauth.go).
+// Why: the workload shares the network namespace and can hold every
+// pre-authentication slot; if health then failed, an orchestrator would
+// restart the sidecar and end every open session, which is the attack.
+// The refusal line still proves what health is for: the process is up, its
+// accept loop runs and the gate answers. Capacity is not health, and a
+// restart would not restore it while the flood goes on. A private Unix
+// socket would prove no more about the TCP listener the clients use, and
+// adds a second way in; the refusal line reveals nothing the version line
+// does not, and costs the server one non-blocking send.
+func answeredByServer(line string) bool {
+	return strings.HasPrefix(line, "SSH-2.0-aptl-kali-capture") || strings.HasPrefix(line, broker.RefusalPrefix)
 }
