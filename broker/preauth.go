@@ -20,7 +20,7 @@ import (
 // whole login grace. Every accepted connection is therefore admitted or
 // refused here, in the accept loop, before gliderlabs/ssh starts a goroutine
 // or x/crypto allocates anything for it, and it counts as unauthenticated
-// until a public key is verified (Server.serverConfig).
+// until a public key is verified (Server.sshConfig).
 
 // MaxStartups is OpenSSH's MaxStartups "start:rate:full" for connections
 // that have not authenticated yet: below Start none is refused; from Start

@@ -160,7 +160,7 @@ func New(cfg Config) (*Server, error) {
 		HostSigners:          []gliderssh.Signer{cfg.HostKey},
 		PublicKeyHandler:     srv.mayAuthenticate,
 		ConnCallback:         srv.onConn,
-		ServerConfigCallback: srv.serverConfig,
+		ServerConfigCallback: srv.sshConfig,
 		// Our own "session" handler replaces gliderlabs' (see session.go);
 		// no other channel type is served, so direct-tcpip, forwarded-tcpip
 		// and x11 channels are rejected as unknown types.
@@ -313,25 +313,9 @@ func (c *trackedConn) Close() error {
 	return err
 }
 
-// serverConfig is sshConfig plus the gate's hook: the moment a client
-// proves it holds an authorized key, its connection stops counting as
-// unauthenticated (preauth.go), so logged-in clients never take
-// pre-authentication slots.
-func (srv *Server) serverConfig(ctx gliderssh.Context) *gossh.ServerConfig {
-	cfg := srv.sshConfig(ctx)
-	verified := cfg.VerifiedPublicKeyCallback
-	cfg.VerifiedPublicKeyCallback = func(md gossh.ConnMetadata, key gossh.PublicKey, perms *gossh.Permissions, alg string) (*gossh.Permissions, error) {
-		p, err := verified(md, key, perms, alg)
-		if err == nil {
-			connStateOf(ctx).admitted.markAuthenticated()
-		}
-		return p, err
-	}
-	return cfg
-}
-
 // sshConfig adds what gliderlabs/ssh does not expose: the algorithms, the
-// auth attempt bound, an auth log, and the verified-key hook.
+// auth attempt bound, an auth log, and the verified-key hook, which also
+// releases the connection's pre-authentication slot.
 func (srv *Server) sshConfig(ctx gliderssh.Context) *gossh.ServerConfig {
 	cs := connStateOf(ctx)
 	algs := srv.cfg.Algorithms.orDefault()
@@ -353,6 +337,10 @@ func (srv *Server) sshConfig(ctx gliderssh.Context) *gossh.ServerConfig {
 		VerifiedPublicKeyCallback: func(md gossh.ConnMetadata, key gossh.PublicKey, _ *gossh.Permissions, _ string) (*gossh.Permissions, error) {
 			fp := gossh.FingerprintSHA256(key)
 			cs.log.Info("authenticated", "user", logSafe(md.User()), "key", fp)
+			// From here on the connection no longer holds a
+			// pre-authentication slot (preauth.go), so logged-in clients
+			// never count against MaxStartups.
+			cs.admitted.markAuthenticated()
 			return &gossh.Permissions{Extensions: map[string]string{permKeyFingerprint: fp}}, nil
 		},
 	}
