@@ -39,8 +39,13 @@ type AgentConfig struct {
 	// InsecureAllowSamePIDNamespace accepts peers inside the agent's own PID
 	// namespace, i.e. any workload process. Development and tests only.
 	InsecureAllowSamePIDNamespace bool
-	MaxSessions                   int // concurrent connections; 0 means DefaultAgentMaxSessions
-	Logger                        *slog.Logger
+	// PeerUID and PeerGID are the sidecar's credentials as SO_PEERCRED
+	// reports them in the agent's user namespace (0 and 0, root, unless
+	// the sidecar runs as another user). Any other peer is refused, in the
+	// development mode too.
+	PeerUID, PeerGID int
+	MaxSessions      int // concurrent connections; 0 means DefaultAgentMaxSessions
+	Logger           *slog.Logger
 }
 
 // AgentServer serves the agent's side of the wire protocol.
@@ -53,6 +58,7 @@ type AgentServer struct {
 	passwdPath, groupPath string // the workload's own files; tests use fixtures
 	log                   *slog.Logger
 	slots                 chan struct{} // one per open connection
+	refusals              *refusalLog   // refused peers, rate-limited
 	requestTimeout        time.Duration // agentRequestTimeout; tests shorten it
 	nextConn              atomic.Uint64
 
@@ -90,8 +96,8 @@ func NewAgentServer(cfg AgentConfig) (*AgentServer, error) {
 	}
 	catchIgnoredSignalsOnce.Do(catchIgnoredSignals)
 	s := &AgentServer{cfg: cfg, users: map[string]bool{}, passwdPath: systemPasswd, groupPath: systemGroup,
-		log: cfg.Logger, slots: make(chan struct{}, cfg.MaxSessions), requestTimeout: agentRequestTimeout,
-		sessions: map[*agentSession]struct{}{}, leaders: map[int]*agentSession{}}
+		log: cfg.Logger, slots: make(chan struct{}, cfg.MaxSessions), refusals: newRefusalLog(cfg.Logger),
+		requestTimeout: agentRequestTimeout, sessions: map[*agentSession]struct{}{}, leaders: map[int]*agentSession{}}
 	for _, u := range cfg.Users {
 		s.users[u] = true
 	}
@@ -170,11 +176,16 @@ func (s *AgentServer) Serve(ln *net.UnixListener) error {
 			continue
 		}
 		backoff = 5 * time.Millisecond
+		id := s.nextConn.Add(1)
+		cred, ok := s.admit(c, id)
+		if !ok {
+			continue
+		}
 		if !s.track() {
 			c.Close()
 			return ErrAgentServerClosed
 		}
-		go s.serveConn(c, s.nextConn.Add(1))
+		go s.serveConn(c, id, cred)
 	}
 }
 
@@ -209,6 +220,7 @@ func (s *AgentServer) Shutdown(ctx context.Context) error {
 		ss.proc.Hangup()
 	}
 	s.mu.Unlock()
+	s.refusals.flush()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -222,28 +234,17 @@ func (s *AgentServer) Shutdown(ctx context.Context) error {
 	}
 }
 
-// serveConn serves one connection: a probe, or one session from spawn to exit.
-func (s *AgentServer) serveConn(c *net.UnixConn, id uint64) {
+// serveConn serves one connection of an admitted peer: a probe, or one
+// session from spawn to exit.
+func (s *AgentServer) serveConn(c *net.UnixConn, id uint64, cred *unix.Ucred) {
 	defer s.wg.Done()
 	defer lingerClose(c)
-	log := s.log.With("conn", id)
+	log := s.log.With("conn", id, "peer_pid", cred.Pid, "peer_uid", cred.Uid, "peer_gid", cred.Gid)
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("connection handler panicked", "panic", fmt.Sprint(r))
 		}
 	}()
-	// The peer check comes first, so workload processes cannot fill the slots.
-	cred, err := peerCred(c)
-	if err != nil {
-		log.Error("peer credentials unavailable", "err", err.Error())
-		return
-	}
-	log = log.With("peer_pid", cred.Pid, "peer_uid", cred.Uid)
-	if err := mayAcceptPeer(cred.Pid, s.cfg.InsecureAllowSamePIDNamespace); err != nil {
-		log.Warn("connection refused", "reason", err.Error())
-		s.reply(c, log, msgError, errorMsg{code: errCodePeer, message: err.Error()}.encode())
-		return
-	}
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
@@ -284,23 +285,6 @@ func (s *AgentServer) readRequest(c *net.UnixConn) (frame, error) {
 		return f, protoErrorf("probe frame with a body or fds")
 	}
 	return f, c.SetReadDeadline(time.Time{})
-}
-
-// peerCred returns the connecting process's credentials as the kernel
-// recorded them at connect(2) (SO_PEERCRED, unix(7)).
-func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	return cred, os.NewSyscallError("getsockopt SO_PEERCRED", cerr)
 }
 
 // supervise reports the session's start, forwards the sidecar's signals,
@@ -421,17 +405,6 @@ func boolU32(b bool) uint32 {
 	return 0
 }
 
-// mayAcceptPeer is the peer policy. The kernel reports pid 0 for a peer
-// that is not visible in the agent's PID namespace (unix(7), SO_PEERCRED;
-// pid_vnr of a task outside the namespace), which the sidecar in its own
-// container is, and every workload process is not.
-func mayAcceptPeer(pid int32, insecureSameNS bool) error {
-	if pid == 0 || insecureSameNS {
-		return nil
-	}
-	return errors.New("peer is inside the agent's own PID namespace (a workload process, not the sidecar)")
-}
-
 // checkAgentConfig checks the allow-list: valid login names, and root only
 // with AllowRoot.
 func checkAgentConfig(cfg AgentConfig) error {
@@ -445,6 +418,9 @@ func checkAgentConfig(cfg AgentConfig) error {
 		if u == "root" && !cfg.AllowRoot {
 			return errors.New("launch: agent: root is allowed only with AllowRoot")
 		}
+	}
+	if err := checkPeerIDs(cfg.PeerUID, cfg.PeerGID); err != nil {
+		return err
 	}
 	if cfg.MaxSessions < 0 || cfg.MaxSessions > 10000 {
 		return errors.New("launch: agent: MaxSessions out of range")

@@ -20,10 +20,14 @@ func serveFake(t *testing.T, srv *AgentServer) (c *net.UnixConn, done <-chan str
 	if !srv.track() {
 		t.Fatal("server closing")
 	}
+	cred, err := peerCred(agentEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
-		srv.serveConn(agentEnd, 1)
+		srv.serveConn(agentEnd, 1, cred)
 	}()
 	t.Cleanup(func() { sidecar.Close(); <-ch })
 	return sidecar, ch

@@ -89,6 +89,9 @@ func specFromSpawn(m spawnMsg, files []*os.File) (Spec, error) {
 	if err := spec.check(); err != nil {
 		return Spec{}, protoErrorf("spawn frame: %v", err)
 	}
+	if err := checkAgentEnv(spec.Env); err != nil {
+		return Spec{}, &wireError{code: errCodeEnv, msg: "spawn refused: " + err.Error()}
+	}
 	return spec, nil
 }
 

@@ -7,13 +7,14 @@ package launch
 // checkPeer in agentpeer_linux.go, the agent's in agentserver_linux.go).
 //
 //	sidecar (Agent)                                   aptl-launch-agent (AgentServer)
-//	connect SOCK_SEQPACKET|SOCK_CLOEXEC ────────────▶ accept; refuse a peer whose
-//	checkPeer: agent uid, other PID namespace,
-//	                                                   SO_PEERCRED pid is not 0
-//	                                                   (i.e. a peer inside the agent's
-//	                                                   own PID namespace)
+//	connect SOCK_SEQPACKET|SOCK_CLOEXEC ────────────▶ accept; admit (agentadmit_linux.go):
+//	checkPeer: agent uid, other PID namespace,          SO_PEERCRED uid and gid must be the
+//	                                                   sidecar's and pid 0 (outside the agent's
+//	                                                   PID namespace); any other peer is
+//	                                                   closed at once, with no reply
 //	spawn {mode user term command env}
-//	  + SCM_RIGHTS [slave] | [stdin stdout stderr] ─▶ check fds, allow-list, passwd;
+//	  + SCM_RIGHTS [slave] | [stdin stdout stderr] ─▶ check fds, env names (a fixed set,
+//	                                                   agentenv_linux.go), allow-list, passwd;
 //	close its own copies of the fds                    setsid, TIOCSCTTY, setgroups,
 //	                                                   setgid, setuid, execve
 //	                           ◀──────────────────── started {user uid gid home shell note}
@@ -133,9 +134,9 @@ const (
 // Error codes of an error reply. The sidecar logs the code; the client of
 // the SSH session only ever sees the broker's fixed message.
 const (
-	errCodeProtocol   = "protocol"     // malformed frame, wrong version, type or fds
-	errCodePeer       = "peer-refused" // peer inside the agent's PID namespace
+	errCodeProtocol   = "protocol" // malformed frame, wrong version, type or fds
 	errCodeNotAllowed = "user-not-allowed"
+	errCodeEnv        = "env-not-allowed" // an env name outside the agent's fixed set (agentenv_linux.go)
 	errCodeNoUser     = "user-unknown"
 	errCodeStart      = "start-failed"
 	errCodeBusy       = "busy"           // session limit reached, or shutting down before the start

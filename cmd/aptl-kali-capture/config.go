@@ -255,6 +255,10 @@ func (c *serveConfig) check(e *envFlags) error {
 		if !broker.ValidEnvPattern(p) {
 			return e.settingError("accept-env", "%q is not an environment name or NAME* prefix", p)
 		}
+		// The agent refuses every session that carries such a name: say so now.
+		if c.launch == "agent" && !launch.AgentEnvPatternAllowed(p) {
+			return e.settingError("accept-env", "%q names env the launch agent refuses; with --launch agent only %s may be passed", p, launch.AgentEnvSet())
+		}
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return e.settingError("log-format", "%q is neither text nor json", c.logFormat)

@@ -74,6 +74,8 @@ func TestParseServeConfigErrors(t *testing.T) {
 		{name: "no users", args: []string{"--users", " , "}, wantErr: "name at least one login user"},
 		{name: "unknown adapter", env: map[string]string{"APTL_CAPTURE_LAUNCH": "docker"}, wantErr: `unknown adapter "docker"`},
 		{name: "bad accept-env", args: []string{"--accept-env", "LANG,LD_*X"}, wantErr: "--accept-env"},
+		{name: "accept-env the agent refuses", args: []string{"--launch", "agent", "--accept-env", "LANG,LD_PRELOAD"}, wantErr: `--accept-env / APTL_CAPTURE_ACCEPT_ENV: "LD_PRELOAD" names env the launch agent refuses`},
+		{name: "accept-env prefix wider than the agent's", env: map[string]string{"APTL_CAPTURE_LAUNCH": "agent", "APTL_CAPTURE_ACCEPT_ENV": "L*"}, wantErr: `"L*" names env the launch agent refuses`},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: "--log-format"},
 		{name: "empty root", args: []string{"--root", ""}, wantErr: "--root / APTL_CAPTURE_ROOT: must not be empty"},
 		{name: "agent socket relative", env: map[string]string{"APTL_CAPTURE_LAUNCH": "agent", "APTL_CAPTURE_AGENT_SOCKET": "run/agent.sock"}, wantErr: "--agent-socket / APTL_CAPTURE_AGENT_SOCKET"},

@@ -53,6 +53,7 @@ type config struct {
 	users                  []string
 	allowRoot              bool
 	insecureAllowSamePIDNS bool
+	peerUID, peerGID       int
 	maxSessions            int
 	logLevel               slog.Level
 }
@@ -80,16 +81,21 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		}
 		fs.BoolVar(p, name, def, usage+" (env "+env+")")
 	}
-	var maxSessions string
+	var maxSessions, peerUID, peerGID string
 	str(&c.socket, "socket", "APTL_LAUNCH_AGENT_SOCKET", launch.DefaultAgentSocket,
 		"Unix socket to listen on: an absolute path (created 0600), or @name for an abstract socket in the network namespace")
 	str(&users, "users", "APTL_LAUNCH_AGENT_USERS", "kali", "comma-separated login names sessions may run as")
 	boolean(&c.allowRoot, "allow-root", "APTL_LAUNCH_AGENT_ALLOW_ROOT", "allow sessions as root (or any uid-0 account)")
 	boolean(&c.insecureAllowSamePIDNS, "insecure-allow-same-pidns", "APTL_LAUNCH_AGENT_INSECURE_ALLOW_SAME_PIDNS",
 		"development only: accept connections from processes in the agent's own PID namespace (any workload process)")
+	str(&peerUID, "peer-uid", "APTL_LAUNCH_AGENT_PEER_UID", "0",
+		"uid the sidecar connects as (SO_PEERCRED); every other peer is refused")
+	str(&peerGID, "peer-gid", "APTL_LAUNCH_AGENT_PEER_GID", "0",
+		"gid the sidecar connects as (SO_PEERCRED); every other peer is refused")
 	str(&maxSessions, "max-sessions", "APTL_LAUNCH_AGENT_MAX_SESSIONS", strconv.Itoa(launch.DefaultAgentMaxSessions), "concurrent sessions")
 	str(&level, "log-level", "APTL_LAUNCH_AGENT_LOG_LEVEL", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return nil, err
 	}
 	if len(envErrs) > 0 {
@@ -106,6 +112,12 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 			c.users = append(c.users, u)
 		}
 	}
+	if c.peerUID, err = parsePeerID(peerUID); err != nil {
+		return nil, fmt.Errorf("--peer-uid / APTL_LAUNCH_AGENT_PEER_UID: %w", err)
+	}
+	if c.peerGID, err = parsePeerID(peerGID); err != nil {
+		return nil, fmt.Errorf("--peer-gid / APTL_LAUNCH_AGENT_PEER_GID: %w", err)
+	}
 	n, err := strconv.Atoi(strings.TrimSpace(maxSessions))
 	if err != nil || n < 1 || n > 10000 {
 		return nil, fmt.Errorf("--max-sessions / APTL_LAUNCH_AGENT_MAX_SESSIONS: %q is not a number from 1 to 10000", maxSessions)
@@ -115,6 +127,19 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--log-level / APTL_LAUNCH_AGENT_LOG_LEVEL: %q is not debug, info, warn or error", level)
 	}
 	return c, nil
+}
+
+// maxPeerID is the largest uid or gid: (uid_t)-1 means no id.
+const maxPeerID = 1<<32 - 2
+
+// parsePeerID parses a numeric uid or gid; names would need the workload's
+// passwd, where the sidecar's user does not exist.
+func parsePeerID(s string) (int, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 || n > maxPeerID {
+		return 0, fmt.Errorf("%q is not a number from 0 to %d", s, maxPeerID)
+	}
+	return int(n), nil
 }
 
 func run(args []string, stderr io.Writer) int {
@@ -132,6 +157,8 @@ func run(args []string, stderr io.Writer) int {
 		Users:                         cfg.users,
 		AllowRoot:                     cfg.allowRoot,
 		InsecureAllowSamePIDNamespace: cfg.insecureAllowSamePIDNS,
+		PeerUID:                       cfg.peerUID,
+		PeerGID:                       cfg.peerGID,
 		MaxSessions:                   cfg.maxSessions,
 		Logger:                        log,
 	})
@@ -145,7 +172,7 @@ func run(args []string, stderr io.Writer) int {
 		return exitFailure
 	}
 	log.Info("listening", "socket", cfg.socket, "users", strings.Join(cfg.users, ","), "allow_root", cfg.allowRoot,
-		"pid", os.Getpid(), "insecure_allow_same_pidns", cfg.insecureAllowSamePIDNS)
+		"pid", os.Getpid(), "peer_uid", cfg.peerUID, "peer_gid", cfg.peerGID, "insecure_allow_same_pidns", cfg.insecureAllowSamePIDNS)
 	if cfg.insecureAllowSamePIDNS {
 		log.Warn("accepting peers in the agent's own PID namespace: any workload process can start sessions (development only)")
 	}

@@ -26,6 +26,11 @@ func TestParseConfig(t *testing.T) {
 		{name: "flag wins over environment", env: map[string]string{"APTL_LAUNCH_AGENT_USERS": "kali"},
 			args: []string{"-users", "tester", "-insecure-allow-same-pidns"},
 			want: &config{socket: "@aptl-launch-agent", users: []string{"tester"}, insecureAllowSamePIDNS: true, maxSessions: 64, logLevel: slog.LevelInfo}},
+		{name: "sidecar credentials", env: map[string]string{"APTL_LAUNCH_AGENT_PEER_UID": "10001"}, args: []string{"-peer-gid", "10002"},
+			want: &config{socket: "@aptl-launch-agent", users: []string{"kali"}, peerUID: 10001, peerGID: 10002, maxSessions: 64, logLevel: slog.LevelInfo}},
+		{name: "negative peer uid", args: []string{"-peer-uid", "-1"}, wantErr: `--peer-uid / APTL_LAUNCH_AGENT_PEER_UID: "-1" is not a number from 0 to 4294967294`},
+		{name: "peer uid no id", args: []string{"-peer-uid", "4294967295"}, wantErr: "APTL_LAUNCH_AGENT_PEER_UID"},
+		{name: "peer gid a name", env: map[string]string{"APTL_LAUNCH_AGENT_PEER_GID": "root"}, wantErr: `--peer-gid / APTL_LAUNCH_AGENT_PEER_GID: "root" is not a number`},
 		{name: "relative socket", args: []string{"-socket", "agent.sock"}, wantErr: "APTL_LAUNCH_AGENT_SOCKET: launch: agent socket must be an absolute path or @name"},
 		{name: "bad bool in env", env: map[string]string{"APTL_LAUNCH_AGENT_ALLOW_ROOT": "yes please"}, wantErr: `APTL_LAUNCH_AGENT_ALLOW_ROOT: "yes please" is not true or false`},
 		{name: "max sessions zero", args: []string{"-max-sessions", "0"}, wantErr: "not a number from 1 to 10000"},
@@ -33,7 +38,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "stray argument", args: []string{"serve"}, wantErr: `unexpected argument "serve"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{"SOCKET", "USERS", "ALLOW_ROOT", "INSECURE_ALLOW_SAME_PIDNS", "MAX_SESSIONS", "LOG_LEVEL"} {
+			for _, k := range []string{"SOCKET", "USERS", "ALLOW_ROOT", "INSECURE_ALLOW_SAME_PIDNS", "PEER_UID", "PEER_GID", "MAX_SESSIONS", "LOG_LEVEL"} {
 				t.Setenv("APTL_LAUNCH_AGENT_"+k, "") // restored at the end of the case
 				os.Unsetenv("APTL_LAUNCH_AGENT_" + k)
 			}
@@ -69,7 +74,15 @@ func TestRunRefusesRootWithoutAllowRoot(t *testing.T) {
 
 func TestRunHelp(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"-h"}, &stderr); code != exitOK || !strings.Contains(stderr.String(), "APTL_LAUNCH_AGENT_SOCKET") {
+	usage := func(s string) bool {
+		for _, env := range []string{"APTL_LAUNCH_AGENT_SOCKET", "APTL_LAUNCH_AGENT_PEER_UID", "APTL_LAUNCH_AGENT_PEER_GID"} {
+			if !strings.Contains(s, env) {
+				return false
+			}
+		}
+		return true
+	}
+	if code := run([]string{"-h"}, &stderr); code != exitOK || !usage(stderr.String()) {
 		t.Errorf("exit %d, usage %q", code, stderr.String())
 	}
 }

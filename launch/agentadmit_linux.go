@@ -1,0 +1,97 @@
+package launch
+
+// This file runs in aptl-launch-agent: who may connect to the agent at all.
+// The abstract socket is reachable from every process in the network
+// namespace (the workload's, a sidecar's non-root processes, any container
+// joined to it), so the agent trusts a peer only for the credentials the
+// kernel recorded at connect(2), never for anything the peer says.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxPeerID is the largest uid or gid a peer can have: (uid_t)-1 is no id.
+const maxPeerID = math.MaxUint32 - 1
+
+// admit decides, in the accept loop and before anything is allocated for
+// the connection, whether its peer is the sidecar. A refused peer costs a
+// getsockopt and a close: it gets no reply, no goroutine, no buffer, and
+// its fd is closed at once, so a flood of refused peers holds nothing past
+// its accept and cannot fill the session slots. The refusal is logged,
+// rate-limited (agentrefusal_linux.go).
+func (s *AgentServer) admit(c *net.UnixConn, id uint64) (*unix.Ucred, bool) {
+	cred, err := peerCred(c)
+	if err == nil {
+		err = s.checkPeer(cred)
+	}
+	if err == nil {
+		return cred, true
+	}
+	c.Close()
+	if cred == nil {
+		s.refusals.refuse("connection refused", "conn", id, "reason", err.Error())
+	} else {
+		s.refusals.refuse("connection refused", "conn", id, "reason", err.Error(),
+			"peer_pid", cred.Pid, "peer_uid", cred.Uid, "peer_gid", cred.Gid)
+	}
+	return nil, false
+}
+
+// checkPeer is the peer policy: the sidecar's uid and gid, and (unless
+// the development mode allows its own PID namespace) a peer outside the
+// agent's PID namespace.
+func (s *AgentServer) checkPeer(cred *unix.Ucred) error {
+	if int64(cred.Uid) != int64(s.cfg.PeerUID) || int64(cred.Gid) != int64(s.cfg.PeerGID) {
+		return fmt.Errorf("peer runs as uid %d gid %d; the agent accepts only the sidecar's uid %d gid %d (-peer-uid, -peer-gid)",
+			cred.Uid, cred.Gid, s.cfg.PeerUID, s.cfg.PeerGID)
+	}
+	return mayAcceptPeer(cred.Pid, s.cfg.InsecureAllowSamePIDNamespace)
+}
+
+// mayAcceptPeer is the namespace part of the policy. The kernel reports
+// pid 0 for a peer that is not visible in the agent's PID namespace
+// (unix(7), SO_PEERCRED; pid_vnr of a task outside the namespace), which
+// the sidecar in its own container is, and every workload process is not.
+func mayAcceptPeer(pid int32, insecureSameNS bool) error {
+	if pid == 0 || insecureSameNS {
+		return nil
+	}
+	return errors.New("peer is inside the agent's own PID namespace (a workload process, not the sidecar)")
+}
+
+// checkPeerIDs checks the configured sidecar credentials.
+func checkPeerIDs(uid, gid int) error {
+	if uid < 0 || uid > maxPeerID {
+		return fmt.Errorf("launch: agent: peer uid %d is not from 0 to %d", uid, maxPeerID)
+	}
+	if gid < 0 || gid > maxPeerID {
+		return fmt.Errorf("launch: agent: peer gid %d is not from 0 to %d", gid, maxPeerID)
+	}
+	return nil
+}
+
+// peerCred returns the connecting process's credentials as the kernel
+// recorded them at connect(2) (SO_PEERCRED, unix(7)).
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	if cerr != nil {
+		return nil, os.NewSyscallError("getsockopt SO_PEERCRED", cerr)
+	}
+	return cred, nil
+}
