@@ -133,14 +133,10 @@ func NewAgent(socket string, opts ...AgentOption) (*Agent, error) {
 		}
 	}
 	a.dial = func(ctx context.Context) (*net.UnixConn, error) {
-		var d net.Dialer
-		// "unixpacket" is SOCK_SEQPACKET; Go creates every socket with SOCK_CLOEXEC.
-		// A leading "@" names an abstract socket (unix(7)).
-		c, err := d.DialContext(ctx, "unixpacket", socket)
+		uc, err := dialAgentSocket(ctx, socket) // agentdial_linux.go: waits out a flood
 		if err != nil {
 			return nil, err
 		}
-		uc := c.(*net.UnixConn)
 		if err := a.checkPeer(uc); err != nil {
 			uc.Close()
 			return nil, err
