@@ -129,14 +129,14 @@ func (ap *agentProc) stop(tb testing.TB) {
 
 // testAgentUserFlags allow the agent to start sessions as the harness's
 // login user, which is this process's user (root in CI, so the agent must
-// also allow root).
+// also allow root), and to take this process, the sidecar, as its peer.
 func testAgentUserFlags(tb testing.TB) []string {
 	tb.Helper()
 	u, err := user.Current()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	flags := []string{"-users", u.Username}
+	flags := []string{"-users", u.Username, "-peer-uid", strconv.Itoa(os.Geteuid()), "-peer-gid", strconv.Itoa(os.Getegid())}
 	if u.Uid == "0" {
 		flags = append(flags, "-allow-root")
 	}
