@@ -1,6 +1,8 @@
 package launch
 
 import (
+	"context"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -285,5 +287,52 @@ func TestSpawnRequestSize(t *testing.T) {
 	// The limit itself fits in a SOCK_SEQPACKET record with default buffers.
 	if err := writeFrame(a, maxRequestFrame, time.Now().Add(failAfter), msgSpawn, make([]byte, maxRequestFrame-frameHeaderLen)); err != nil {
 		t.Errorf("a frame of exactly %d bytes: %v", maxRequestFrame, err)
+	}
+}
+
+// TestAgentRefusesWrongPeerCredentials: a peer whose uid or gid is not the
+// sidecar's is closed without a reply, in the development mode too, and
+// nothing runs; the agent's log names what it saw and what it expects.
+func TestAgentRefusesWrongPeerCredentials(t *testing.T) {
+	for name, mutate := range map[string]func(*AgentConfig){
+		"uid": func(c *AgentConfig) { c.PeerUID = os.Geteuid() + 1 },
+		"gid": func(c *AgentConfig) { c.PeerGID = os.Getegid() + 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ta := newTestAgent(t, mutate)
+			spec, stdin, stdout, _ := pipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
+			stdin.Close()
+			out := readAllAsync(stdout)
+			if _, err := ta.agent.Launch(context.Background(), spec); err == nil {
+				t.Fatal("Launch succeeded for a peer with the wrong credentials")
+			}
+			if got := recvString(t, "stdout", out); got != "" {
+				t.Errorf("the refused session wrote %q", got)
+			}
+			logs := ta.logs.String()
+			if !strings.Contains(logs, `"connection refused"`) || !strings.Contains(logs, "the agent accepts only the sidecar's uid") ||
+				strings.Contains(logs, `"session started"`) {
+				t.Errorf("agent log: %s", logs)
+			}
+		})
+	}
+}
+
+// TestRefusalLogCounts: past the burst, refusals are counted, not written,
+// and the count is reported when the window ends.
+func TestRefusalLogCounts(t *testing.T) {
+	var logs lockedBuffer
+	r := newRefusalLog(slog.New(slog.NewJSONHandler(&logs, nil)))
+	r.burst, r.window = 3, time.Hour // the test ends the window with flush
+	for i := 0; i < 1000; i++ {
+		r.refuse("connection refused", "conn", i)
+	}
+	r.flush()
+	s := logs.String()
+	if n := strings.Count(s, `"msg":"connection refused"`); n != 3 {
+		t.Errorf("%d refusal lines, want the burst of 3", n)
+	}
+	if !strings.Contains(s, `"msg":"connection refusals not logged one by one","count":997`) {
+		t.Errorf("no count of the other 997: %s", s)
 	}
 }
