@@ -81,21 +81,20 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		}
 		fs.BoolVar(p, name, def, usage+" (env "+env+")")
 	}
-	var maxSessions, peerUID, peerGID string
+	var raw rawSettings
 	str(&c.socket, "socket", "APTL_LAUNCH_AGENT_SOCKET", launch.DefaultAgentSocket,
 		"Unix socket to listen on: an absolute path (created 0600), or @name for an abstract socket in the network namespace")
 	str(&users, "users", "APTL_LAUNCH_AGENT_USERS", "kali", "comma-separated login names sessions may run as")
 	boolean(&c.allowRoot, "allow-root", "APTL_LAUNCH_AGENT_ALLOW_ROOT", "allow sessions as root (or any uid-0 account)")
 	boolean(&c.insecureAllowSamePIDNS, "insecure-allow-same-pidns", "APTL_LAUNCH_AGENT_INSECURE_ALLOW_SAME_PIDNS",
 		"development only: accept connections from processes in the agent's own PID namespace (any workload process)")
-	str(&peerUID, "peer-uid", "APTL_LAUNCH_AGENT_PEER_UID", "0",
+	str(&raw.peerUID, "peer-uid", "APTL_LAUNCH_AGENT_PEER_UID", "0",
 		"uid the sidecar connects as (SO_PEERCRED); every other peer is refused")
-	str(&peerGID, "peer-gid", "APTL_LAUNCH_AGENT_PEER_GID", "0",
+	str(&raw.peerGID, "peer-gid", "APTL_LAUNCH_AGENT_PEER_GID", "0",
 		"gid the sidecar connects as (SO_PEERCRED); every other peer is refused")
-	str(&maxSessions, "max-sessions", "APTL_LAUNCH_AGENT_MAX_SESSIONS", strconv.Itoa(launch.DefaultAgentMaxSessions), "concurrent sessions")
+	str(&raw.maxSessions, "max-sessions", "APTL_LAUNCH_AGENT_MAX_SESSIONS", strconv.Itoa(launch.DefaultAgentMaxSessions), "concurrent sessions")
 	str(&level, "log-level", "APTL_LAUNCH_AGENT_LOG_LEVEL", "info", "debug, info, warn or error")
-	err := fs.Parse(args)
-	if err != nil {
+	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if len(envErrs) > 0 {
@@ -112,21 +111,34 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 			c.users = append(c.users, u)
 		}
 	}
-	if c.peerUID, err = parsePeerID(peerUID); err != nil {
-		return nil, fmt.Errorf("--peer-uid / APTL_LAUNCH_AGENT_PEER_UID: %w", err)
+	if err := c.setNumbers(raw); err != nil {
+		return nil, err
 	}
-	if c.peerGID, err = parsePeerID(peerGID); err != nil {
-		return nil, fmt.Errorf("--peer-gid / APTL_LAUNCH_AGENT_PEER_GID: %w", err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(maxSessions))
-	if err != nil || n < 1 || n > 10000 {
-		return nil, fmt.Errorf("--max-sessions / APTL_LAUNCH_AGENT_MAX_SESSIONS: %q is not a number from 1 to 10000", maxSessions)
-	}
-	c.maxSessions = n
 	if err := c.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level / APTL_LAUNCH_AGENT_LOG_LEVEL: %q is not debug, info, warn or error", level)
 	}
 	return c, nil
+}
+
+// rawSettings are the numeric settings as given, before setNumbers checks them.
+type rawSettings struct {
+	peerUID, peerGID, maxSessions string
+}
+
+func (c *config) setNumbers(raw rawSettings) error {
+	var err error
+	if c.peerUID, err = parsePeerID(raw.peerUID); err != nil {
+		return fmt.Errorf("--peer-uid / APTL_LAUNCH_AGENT_PEER_UID: %w", err)
+	}
+	if c.peerGID, err = parsePeerID(raw.peerGID); err != nil {
+		return fmt.Errorf("--peer-gid / APTL_LAUNCH_AGENT_PEER_GID: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(raw.maxSessions))
+	if err != nil || n < 1 || n > 10000 {
+		return fmt.Errorf("--max-sessions / APTL_LAUNCH_AGENT_MAX_SESSIONS: %q is not a number from 1 to 10000", raw.maxSessions)
+	}
+	c.maxSessions = n
+	return nil
 }
 
 // maxPeerID is the largest uid or gid: (uid_t)-1 means no id.
