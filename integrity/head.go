@@ -3,22 +3,21 @@ package integrity
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 )
 
 // LastHead returns the message and signature of the last checkpoint in
 // dir's log, for checking with ssh-keygen -Y verify independently of this
-// program. It does not verify anything itself.
+// program. It does not verify anything itself. The log is read as the
+// verifier reads it: a regular file, never through a link, one bounded
+// record at a time.
 func LastHead(dir string) (message []byte, sig string, err error) {
-	lines, err := readLog(filepath.Join(dir, PTYDir, LogFile))
-	if err != nil {
-		return nil, "", err
-	}
 	var run, session string
-	for i, ln := range lines {
+	var perr error
+	err = readRecords(dir, LogFile, func(i int, ln logLine) bool {
 		var r Record
-		if err := json.Unmarshal(ln.text, &r); err != nil {
-			return nil, "", fmt.Errorf("%s record %d: %w", LogFile, i, err)
+		if perr = json.Unmarshal(ln.text, &r); perr != nil {
+			perr = fmt.Errorf("%s record %d: %w", LogFile, i, perr)
+			return false
 		}
 		if r.Type == TypeOpen {
 			run, session = r.Attrs[AttrRunID], r.Attrs[AttrSessionID]
@@ -26,6 +25,13 @@ func LastHead(dir string) (message []byte, sig string, err error) {
 		if r.Type == TypeCheckpoint && r.Seq > 0 {
 			message, sig = HeadMessage(run, session, r.Seq-1, r.Prev), r.Sig
 		}
+		return true
+	})
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", LogFile, err)
 	}
 	if sig == "" {
 		return nil, "", fmt.Errorf("%s: no checkpoint", LogFile)

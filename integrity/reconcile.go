@@ -3,7 +3,6 @@ package integrity
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -98,6 +97,11 @@ func (s *SessionReconciliation) anomaly(file string, off int64, format string, a
 // tee is not an anomaly (not every session is teed); a tee without a
 // session is.
 func VerifyRun(runDir string, trusted []gossh.PublicKey) *RunReport {
+	return VerifyRunKeys(runDir, Keys{Trusted: trusted})
+}
+
+// VerifyRunKeys is VerifyRun with revoked keys too (VerifyKeys).
+func VerifyRunKeys(runDir string, keys Keys) *RunReport {
 	rr := &RunReport{RunDir: runDir}
 	tees := rr.listTees()
 	kali := filepath.Join(runDir, kaliSideDir)
@@ -111,7 +115,7 @@ func VerifyRun(runDir string, trusted []gossh.PublicKey) *RunReport {
 			rr.anomaly(dir, "not a session directory (symbolic links are not followed)")
 			continue
 		}
-		sr := &SessionReconciliation{SessionID: e.Name(), Report: Verify(dir, trusted)}
+		sr := &SessionReconciliation{SessionID: e.Name(), Report: VerifyKeys(dir, keys)}
 		// The harvest path (runs/<run_id>/kali-side/<session>) is the only
 		// place the run id appears; a session of another run is not this run's.
 		if run := filepath.Base(filepath.Clean(runDir)); sr.Report.RunID != "" && sr.Report.RunID != run {
@@ -174,13 +178,13 @@ func (s *SessionReconciliation) reconcile(dir string) {
 		s.anomaly(s.Tee, -1, "not reconciled: no record of the session's integrity log is covered by a trusted signature")
 		return
 	}
-	recs, err := verifiedRecords(logPath, s.Report.SignedRecords)
+	recs, err := verifiedRecords(dir, s.Report.SignedRecords)
 	if err != nil {
 		s.anomaly(logPath, -1, "not reconciled: %v", err)
 		return
 	}
 	tsPath := filepath.Join(dir, PTYDir, TypescriptFile)
-	ts, err := os.Open(tsPath)
+	ts, _, err := OpenRegular(dir, PTYDir+"/"+TypescriptFile)
 	if err != nil {
 		s.anomaly(tsPath, -1, "not reconciled: %v", err)
 		return
@@ -204,25 +208,6 @@ func (s *SessionReconciliation) reconcile(dir string) {
 		c := &streamCompare{s: s, ts: ts, tsPath: tsPath, dir: st.dir, segs: segs, sideLen: sideLen, teeLen: teeLens[st.dir]}
 		c.run()
 	}
-}
-
-// verifiedRecords decodes the first n records of the log, which Verify
-// has checked.
-func verifiedRecords(path string, n int) ([]Record, error) {
-	lines, err := readLog(path)
-	if err != nil {
-		return nil, err
-	}
-	if n > len(lines) {
-		return nil, fmt.Errorf("log has %d records, %d verified", len(lines), n)
-	}
-	recs := make([]Record, n)
-	for i := range recs {
-		if err := json.Unmarshal(lines[i].text, &recs[i]); err != nil {
-			return nil, fmt.Errorf("record %d: %w", i, err)
-		}
-	}
-	return recs, nil
 }
 
 // delivered returns the byte count the close record holds in attr, and the

@@ -23,16 +23,29 @@ const RecoveryFile = "recovery.jsonl"
 // TypeRecovery is the recovery file's first record.
 const TypeRecovery = "recovery"
 
+// Attributes of the recovery record that say which records no checkpoint
+// covered before the crash: the restarted sidecar signs them with the
+// rest, though anyone with write access to the volume could have appended
+// them, so the record says which they were.
+const (
+	AttrLastSignedRecord = "last_signed_record" // seq of the last checkpoint, -1 for none
+	AttrUnsignedRecords  = "unsigned_records"   // "first-last", or "none"
+)
+
 // ErrFinalized is returned by Recover for a session that needs no recovery.
 var ErrFinalized = errors.New("integrity: session is finalized")
 
 // Recover writes dir's recovery file: a continuation of the chain from the
 // last record that checks out, saying what the log does not account for
 // (the typescript bytes past its last data record, with their digest, and
-// the files as found), signed. The session stays unfinalized; the record
-// turns a silent cut into a stated one.
+// the files as found) and which records were unsigned before the crash,
+// signed. The session stays unfinalized; the record turns a silent cut
+// into a stated one. A session whose files are not regular files (a link,
+// a named pipe) is refused, with an error naming the file, and left as
+// found.
 func Recover(dir string, signer gossh.Signer, now func() time.Time) (err error) {
-	rep := Verify(dir, []gossh.PublicKey{signer.PublicKey()})
+	v := verify(dir, Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}})
+	rep := v.rep
 	if rep.Finalized {
 		return ErrFinalized
 	}
@@ -42,13 +55,11 @@ func Recover(dir string, signer gossh.Signer, now func() time.Time) (err error) 
 	if last < 0 {
 		return fmt.Errorf("integrity: %s: no record checks out; nothing to continue", dir)
 	}
-	head, err := lineHash(filepath.Join(dir, PTYDir, LogFile), last)
-	if err != nil {
-		return err
-	}
 	attrs := map[string]string{
-		"reason":      "the sidecar restarted before this session was finalized",
-		"last_record": strconv.FormatInt(last, 10),
+		"reason":             "the sidecar restarted before this session was finalized",
+		"last_record":        strconv.FormatInt(last, 10),
+		AttrLastSignedRecord: strconv.FormatInt(rep.LastVerifiedSeq, 10),
+		AttrUnsignedRecords:  unsignedRange(rep),
 	}
 	if err := tailAttrs(dir, rep.ChainedOffset, attrs); err != nil {
 		return err
@@ -63,7 +74,7 @@ func Recover(dir string, signer gossh.Signer, now func() time.Time) (err error) 
 		}
 	}()
 	w := &Writer{w: f, run: rep.RunID, sess: rep.SessionID, signer: signer, now: now,
-		seq: uint64(last + 1), prev: head}
+		seq: uint64(last + 1), prev: v.lastHash}
 	if err := w.Append(TypeRecovery, attrs); err != nil {
 		return err
 	}
@@ -73,33 +84,31 @@ func Recover(dir string, signer gossh.Signer, now func() time.Time) (err error) 
 	return f.Sync()
 }
 
-// lineHash returns the chain hash of record seq of the log.
-func lineHash(path string, seq int64) (string, error) {
-	lines, err := readLog(path)
-	if err != nil {
-		return "", err
+// unsignedRange names the records that chain but follow the last trusted
+// checkpoint, "first-last", or "none".
+func unsignedRange(rep *Report) string {
+	if rep.SignedRecords >= rep.Records {
+		return "none"
 	}
-	if seq >= int64(len(lines)) {
-		return "", fmt.Errorf("integrity: %s has no record %d", path, seq)
-	}
-	sum := sha256.Sum256(lines[seq].text)
-	return hex.EncodeToString(sum[:]), nil
+	return fmt.Sprintf("%d-%d", rep.SignedRecords, rep.Records-1)
 }
 
 // tailAttrs describes the typescript bytes from off on, which no verified
-// data record covers, and the sizes and digests of both transcript files.
+// data record covers, and the sizes and digests of both transcript files
+// as they were when opened (regular files only, read no further).
 func tailAttrs(dir string, off int64, into map[string]string) error {
 	for _, f := range []struct{ name, size, sum string }{
 		{TypescriptFile, AttrTSSize, AttrTSSHA256},
 		{TimingFile, AttrTMSize, AttrTMSHA256},
 	} {
-		data, err := os.Open(filepath.Join(dir, PTYDir, f.name))
+		data, n, err := OpenRegular(dir, PTYDir+"/"+f.name)
 		if err != nil {
-			return fmt.Errorf("integrity: %w", err)
+			return fmt.Errorf("integrity: %s: %w", dir, err)
 		}
-		whole, tail := sha256.New(), sha256.New()
-		n, err := io.Copy(whole, data)
+		whole := sha256.New()
+		_, err = io.Copy(whole, io.NewSectionReader(data, 0, n))
 		if err == nil && f.name == TypescriptFile && off >= 0 && off <= n {
+			tail := sha256.New()
 			var m int64
 			m, err = io.Copy(tail, io.NewSectionReader(data, off, n-off))
 			into["unaccounted_off"] = strconv.FormatInt(off, 10)
@@ -108,7 +117,7 @@ func tailAttrs(dir string, off int64, into map[string]string) error {
 		}
 		data.Close()
 		if err != nil {
-			return fmt.Errorf("integrity: %w", err)
+			return fmt.Errorf("integrity: %s: %w", dir, err)
 		}
 		into[f.size] = strconv.FormatInt(n, 10)
 		into[f.sum] = hex.EncodeToString(whole.Sum(nil))
@@ -121,11 +130,19 @@ func tailAttrs(dir string, off int64, into map[string]string) error {
 // the chain from the last record that checks out and carry a trusted
 // signature; the session stays unfinalized either way.
 func (v *verifier) checkRecovery() {
-	lines, err := readLog(filepath.Join(v.rep.Dir, PTYDir, RecoveryFile))
+	var lines []logLine
+	err := readRecords(v.rep.Dir, RecoveryFile, func(_ int, ln logLine) bool {
+		lines = append(lines, ln)
+		return len(lines) <= 2
+	})
 	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
-	if err != nil || len(lines) != 2 || !lines[0].complete || !lines[1].complete {
+	if err != nil {
+		v.anomaly(RecoveryFile, -1, -1, "%v", err)
+		return
+	}
+	if len(lines) != 2 || !lines[0].complete || !lines[1].complete {
 		v.anomaly(RecoveryFile, -1, -1, "recovery file is not one recovery record and one checkpoint")
 		return
 	}
@@ -145,10 +162,31 @@ func (v *verifier) checkRecovery() {
 		return
 	}
 	pub, err := VerifySSHSIG(cp.Sig, HeadNamespace, HeadMessage(v.rep.RunID, v.rep.SessionID, rec.Seq, cp.Prev))
-	if err != nil || !v.isTrusted(pub) {
-		v.anomaly(RecoveryFile, seq+1, lines[1].off, "recovery checkpoint is not signed by a trusted key")
+	if err != nil {
+		v.anomaly(RecoveryFile, seq+1, lines[1].off, "recovery checkpoint signature: %v", err)
 		return
 	}
-	v.anomaly(RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s typescript bytes from offset %s are not covered by the log (sha256 %s)",
-		rec.Time.Format(time.RFC3339), rec.Attrs["unaccounted_len"], rec.Attrs["unaccounted_off"], rec.Attrs["unaccounted_sha256"])
+	if why := v.untrusted(pub); why != "" {
+		v.anomaly(RecoveryFile, seq+1, lines[1].off, "recovery checkpoint %s", why)
+		return
+	}
+	v.anomaly(RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s typescript bytes from offset %s are not covered by the log (sha256 %s); %s",
+		rec.Time.Format(time.RFC3339), rec.Attrs["unaccounted_len"], rec.Attrs["unaccounted_off"], rec.Attrs["unaccounted_sha256"],
+		v.unsignedStatement(rec.Attrs[AttrUnsignedRecords]))
+}
+
+// unsignedStatement says which records the recovery signed without any
+// checkpoint having covered them before the crash, checked against what
+// the verifier found itself.
+func (v *verifier) unsignedStatement(claimed string) string {
+	found := unsignedRange(v.rep)
+	switch {
+	case claimed == "":
+		return fmt.Sprintf("the recovery record does not say which records were unsigned before the crash (the log shows %s)", found)
+	case claimed != found:
+		return fmt.Sprintf("the recovery record says records %s were unsigned before the crash, but the log shows %s", claimed, found)
+	case found == "none":
+		return "every record was signed before the crash"
+	}
+	return fmt.Sprintf("records %s were not signed before the crash: the restarted sidecar signed them as found, and anyone with write access to the volume could have appended them", found)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // The tool server's tee: one JSON line per chunk its client received,
@@ -37,12 +38,15 @@ type teeStream struct {
 	buf   []byte // bytes of the direction not yet returned by Read
 }
 
+// openTee opens the tee at path as every evidence file is opened
+// (OpenRegular: not through a link, not a pipe), reading no further than
+// its size at open.
 func openTee(path, dir string) (*teeStream, error) {
-	f, err := os.Open(path)
+	f, size, err := OpenRegular(filepath.Dir(path), filepath.Base(path))
 	if err != nil {
 		return nil, err
 	}
-	return &teeStream{f: f, br: bufio.NewReaderSize(f, compareChunk), dir: dir}, nil
+	return &teeStream{f: f, br: bufio.NewReaderSize(io.NewSectionReader(f, 0, size), compareChunk), dir: dir}, nil
 }
 
 func (t *teeStream) Close() error { return t.f.Close() }

@@ -38,10 +38,6 @@ const (
 	AttrCloseBytes = "bytes_" // + stream: every byte counted, stored or not
 )
 
-// maxLogSize bounds what the verifier reads of a log (metadata is a small
-// fraction of the transcript; a larger log is itself an anomaly).
-const maxLogSize = 1 << 30
-
 // Anomaly is one failed check, located as precisely as the evidence allows.
 type Anomaly struct {
 	File   string `json:"file"`
@@ -109,7 +105,7 @@ func (r *Report) OK() bool { return r.Finalized && len(r.Anomalies) == 0 }
 // verifier holds one session's state while its log is replayed.
 type verifier struct {
 	rep       *Report
-	trusted   []gossh.PublicKey
+	keys      Keys
 	ts, tm    *os.File
 	tsSize    int64
 	tmSize    int64
@@ -128,9 +124,18 @@ type verifier struct {
 
 // Verify checks the session in dir against keys the examiner trusts (the
 // sidecar's host public key).
-func Verify(dir string, trusted []gossh.PublicKey) (rep *Report) {
-	rep = &Report{Dir: dir, LastVerifiedSeq: -1, LastVerifiedOffset: -1, ChainedOffset: -1}
-	v := &verifier{rep: rep, trusted: trusted, closeSeq: -1}
+func Verify(dir string, trusted []gossh.PublicKey) *Report {
+	return VerifyKeys(dir, Keys{Trusted: trusted})
+}
+
+// VerifyKeys checks the session in dir against the examiner's trusted and
+// revoked keys: a checkpoint signed by a revoked key ends trust in the
+// chain, even when the key is also listed as trusted.
+func VerifyKeys(dir string, keys Keys) *Report { return verify(dir, keys).rep }
+
+func verify(dir string, keys Keys) (v *verifier) {
+	rep := &Report{Dir: dir, LastVerifiedSeq: -1, LastVerifiedOffset: -1, ChainedOffset: -1}
+	v = &verifier{rep: rep, keys: keys, closeSeq: -1}
 	defer func() {
 		// A forged record must never take the verifier (and a whole run's
 		// report) down with it.
@@ -139,78 +144,34 @@ func Verify(dir string, trusted []gossh.PublicKey) (rep *Report) {
 			v.anomaly(LogFile, rep.LastVerifiedSeq, -1, "verifier stopped on malformed evidence: %v", p)
 		}
 	}()
-	if len(trusted) == 0 {
+	if len(keys.Trusted) == 0 {
 		v.anomaly("", -1, -1, "no trusted key given: signatures cannot be checked")
 	}
 	var err error
-	if v.ts, v.tsSize, err = openSized(filepath.Join(dir, PTYDir, TypescriptFile)); err != nil {
+	if v.ts, v.tsSize, err = OpenRegular(dir, PTYDir+"/"+TypescriptFile); err != nil {
 		v.anomaly(TypescriptFile, -1, -1, "%v", err)
 	} else {
 		defer v.ts.Close()
 	}
-	if v.tm, v.tmSize, err = openSized(filepath.Join(dir, PTYDir, TimingFile)); err != nil {
+	if v.tm, v.tmSize, err = OpenRegular(dir, PTYDir+"/"+TimingFile); err != nil {
 		v.anomaly(TimingFile, -1, -1, "%v", err)
 	} else {
 		defer v.tm.Close()
 	}
-	lines, err := readLog(filepath.Join(dir, PTYDir, LogFile))
+	lr, err := openLog(dir, LogFile)
 	if err != nil {
 		v.anomaly(LogFile, -1, -1, "%v", err)
-		return rep
+		return v
 	}
+	defer lr.Close()
 	// The timing totals are compared with the chain's only when the whole
 	// chain checked out: after a break they would restate the same damage.
-	if v.replay(lines) && v.ts != nil && v.tm != nil {
+	complete, nLines := v.replay(lr)
+	if complete && v.ts != nil && v.tm != nil {
 		v.checkTiming()
 	}
-	v.checkEnd(len(lines))
-	return rep
-}
-
-func openSized(path string) (*os.File, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	return f, st.Size(), nil
-}
-
-// logLine is one line of the log with where it starts.
-type logLine struct {
-	off      int64
-	text     []byte
-	complete bool // ended by a newline
-}
-
-func readLog(path string) ([]logLine, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxLogSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxLogSize {
-		return nil, fmt.Errorf("log larger than %d bytes", maxLogSize)
-	}
-	var lines []logLine
-	for off := 0; off < len(data); {
-		end := bytes.IndexByte(data[off:], '\n')
-		if end < 0 {
-			lines = append(lines, logLine{off: int64(off), text: data[off:]})
-			break
-		}
-		lines = append(lines, logLine{off: int64(off), text: data[off : off+end], complete: true})
-		off += end + 1
-	}
-	return lines, nil
+	v.checkEnd(nLines)
+	return v
 }
 
 func (v *verifier) anomaly(file string, seq, off int64, format string, args ...any) {
@@ -219,47 +180,59 @@ func (v *verifier) anomaly(file string, seq, off int64, format string, args ...a
 
 // replay walks the chain. The first break (a record that does not parse,
 // or whose seq or prev is wrong) is reported and ends trust in the records
-// after it.
-func (v *verifier) replay(lines []logLine) (complete bool) {
+// after it. It returns whether the whole log checked out, and how many
+// lines it read (the breaking one included).
+func (v *verifier) replay(lr *logReader) (complete bool, nLines int) {
 	prev := ""
-	for i, ln := range lines {
-		seq := int64(i)
-		if !ln.complete {
-			v.anomaly(LogFile, seq, ln.off, "truncated record (no newline)")
-			return false
+	for i := 0; ; i++ {
+		ln, err := lr.next()
+		switch {
+		case err == io.EOF:
+			return true, i
+		case err != nil:
+			v.anomaly(LogFile, int64(i), ln.off, "%v", err)
+			return false, i + 1
+		case !ln.complete:
+			v.anomaly(LogFile, int64(i), ln.off, "truncated record (no newline)")
+			return false, i + 1
+		case !v.chains(int64(i), ln, &prev):
+			return false, i + 1
 		}
-		r, err := parseRecord(ln.text)
-		if err != nil {
-			v.anomaly(LogFile, seq, ln.off, "%v", err)
-			return false
-		}
-		if i == 0 {
-			if !v.checkOpen(&r, ln.off) {
-				return false
-			}
-			prev = Seed(v.rep.RunID, v.rep.SessionID)
-		}
-		if r.Seq != uint64(i) {
-			v.anomaly(LogFile, seq, ln.off, "sequence %d where %d belongs (record removed, duplicated or reordered)", r.Seq, i)
-			return false
-		}
-		if r.Prev != prev {
-			v.anomaly(LogFile, seq, ln.off, "previous-hash mismatch: the chain is broken before this record")
-			return false
-		}
-		if v.closeRec != nil && !(r.Type == TypeCheckpoint && seq == v.closeSeq+1) {
-			v.anomaly(LogFile, seq, ln.off, "record after the close")
-			return false
-		}
-		if !v.checkRecord(&r, seq, ln.off) {
-			return false
-		}
-		sum := sha256.Sum256(ln.text)
-		prev = hex.EncodeToString(sum[:])
-		v.lastHash = prev
-		v.rep.Records = i + 1
-		v.rep.ChainedOffset = v.next
 	}
+}
+
+// chains checks one complete log line, record seq, against the hash of
+// the line before (prev), and on success advances prev and the report.
+func (v *verifier) chains(seq int64, ln logLine, prev *string) bool {
+	r, err := parseRecord(ln.text)
+	if err != nil {
+		v.anomaly(LogFile, seq, ln.off, "%v", err)
+		return false
+	}
+	if seq == 0 {
+		if !v.checkOpen(&r, ln.off) {
+			return false
+		}
+		*prev = Seed(v.rep.RunID, v.rep.SessionID)
+	}
+	switch {
+	case r.Seq != uint64(seq):
+		v.anomaly(LogFile, seq, ln.off, "sequence %d where %d belongs (record removed, duplicated or reordered)", r.Seq, seq)
+		return false
+	case r.Prev != *prev:
+		v.anomaly(LogFile, seq, ln.off, "previous-hash mismatch: the chain is broken before this record")
+		return false
+	case v.closeRec != nil && !(r.Type == TypeCheckpoint && seq == v.closeSeq+1):
+		v.anomaly(LogFile, seq, ln.off, "record after the close")
+		return false
+	case !v.checkRecord(&r, seq, ln.off):
+		return false
+	}
+	sum := sha256.Sum256(ln.text)
+	*prev = hex.EncodeToString(sum[:])
+	v.lastHash = *prev
+	v.rep.Records = int(seq) + 1
+	v.rep.ChainedOffset = v.next
 	return true
 }
 
@@ -398,6 +371,11 @@ func (v *verifier) checkData(r *Record, seq, off int64) bool {
 	if v.ts == nil {
 		return false
 	}
+	if d.Len > v.tsSize-d.Off {
+		// Read nothing the file does not hold: the claim alone is the anomaly.
+		v.anomaly(TypescriptFile, seq, v.tsSize, "typescript ends inside this record's %d bytes (truncated)", d.Len)
+		return false
+	}
 	sum := sha256.New()
 	n, _ := io.Copy(sum, io.NewSectionReader(v.ts, d.Off, d.Len))
 	if n != d.Len {
@@ -422,19 +400,31 @@ func (v *verifier) checkCheckpoint(r *Record, seq, off int64) bool {
 		v.anomaly(LogFile, seq, off, "checkpoint signature: %v", err)
 		return false
 	}
-	if !v.isTrusted(pub) {
-		v.anomaly(LogFile, seq, off, "checkpoint signed by %s, which is not a trusted key", gossh.FingerprintSHA256(pub))
+	if why := v.untrusted(pub); why != "" {
+		v.anomaly(LogFile, seq, off, "checkpoint %s", why)
 		return false
 	}
 	v.rep.Signed++
 	v.rep.LastVerifiedSeq, v.rep.LastVerifiedOffset, v.rep.SignedRecords = seq, v.next, int(seq)+1
-	v.checkPrefix(v.ts, TypescriptFile, r.Attrs[AttrTSSize], r.Attrs[AttrTSSHA256], seq, &v.tsGood)
-	v.checkPrefix(v.tm, TimingFile, r.Attrs[AttrTMSize], r.Attrs[AttrTMSHA256], seq, &v.tmGood)
+	v.checkPrefix(v.ts, v.tsSize, TypescriptFile, r.Attrs[AttrTSSize], r.Attrs[AttrTSSHA256], seq, &v.tsGood)
+	v.checkPrefix(v.tm, v.tmSize, TimingFile, r.Attrs[AttrTMSize], r.Attrs[AttrTMSHA256], seq, &v.tmGood)
 	return true
 }
 
-func (v *verifier) isTrusted(pub gossh.PublicKey) bool {
-	for _, k := range v.trusted {
+// untrusted says why a signing key is not trusted, or "" when it is. A
+// revoked key is refused even when it is also listed as trusted.
+func (v *verifier) untrusted(pub gossh.PublicKey) string {
+	if containsKey(v.keys.Revoked, pub) {
+		return fmt.Sprintf("signed by %s, which is revoked (@revoked in the keys given)", gossh.FingerprintSHA256(pub))
+	}
+	if !containsKey(v.keys.Trusted, pub) {
+		return fmt.Sprintf("signed by %s, which is not a trusted key", gossh.FingerprintSHA256(pub))
+	}
+	return ""
+}
+
+func containsKey(keys []gossh.PublicKey, pub gossh.PublicKey) bool {
+	for _, k := range keys {
 		if bytes.Equal(k.Marshal(), pub.Marshal()) {
 			return true
 		}
@@ -445,15 +435,16 @@ func (v *verifier) isTrusted(pub gossh.PublicKey) bool {
 // checkPrefix compares the first size bytes of f with a digest a checkpoint
 // or the close record vouches for. good is the prefix an earlier one
 // vouched for: damage lies between it and size, which localizes it in the
-// timing file (which has no per-record digests) to two checkpoints.
-func (v *verifier) checkPrefix(f *os.File, name, sizeAttr, sumAttr string, seq int64, good *int64) bool {
+// timing file (which has no per-record digests) to two checkpoints. It
+// reads no more than the file held when it was opened (fileSize).
+func (v *verifier) checkPrefix(f *os.File, fileSize int64, name, sizeAttr, sumAttr string, seq int64, good *int64) bool {
 	size, err := strconv.ParseInt(sizeAttr, 10, 64)
 	if err != nil || size < 0 || f == nil {
 		v.anomaly(LogFile, seq, -1, "record lacks the %s size and digest", name)
 		return false
 	}
 	h := sha256.New()
-	n, _ := io.Copy(h, io.NewSectionReader(f, 0, size))
+	n, _ := io.Copy(h, io.NewSectionReader(f, 0, min(size, fileSize)))
 	switch {
 	case n != size:
 		v.anomaly(name, seq, n, "file ends at %d, inside the %d bytes record %d vouches for (truncated)", n, size, seq)
@@ -481,8 +472,8 @@ func (v *verifier) checkEnd(nLines int) {
 		return
 	}
 	c := v.closeRec
-	ok := v.checkPrefix(v.ts, TypescriptFile, c.Attrs[AttrTSSize], c.Attrs[AttrTSSHA256], v.closeSeq, &v.tsGood)
-	ok = v.checkPrefix(v.tm, TimingFile, c.Attrs[AttrTMSize], c.Attrs[AttrTMSHA256], v.closeSeq, &v.tmGood) && ok
+	ok := v.checkPrefix(v.ts, v.tsSize, TypescriptFile, c.Attrs[AttrTSSize], c.Attrs[AttrTSSHA256], v.closeSeq, &v.tsGood)
+	ok = v.checkPrefix(v.tm, v.tmSize, TimingFile, c.Attrs[AttrTMSize], c.Attrs[AttrTMSHA256], v.closeSeq, &v.tmGood) && ok
 	if size := c.Attrs[AttrTSSize]; ok && size != strconv.FormatInt(v.tsSize, 10) {
 		v.anomaly(TypescriptFile, v.closeSeq, v.tsSize, "file is %d bytes, the close record vouches for %s (bytes appended)", v.tsSize, size)
 		ok = false

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
 )
 
 const (
@@ -24,6 +25,9 @@ const (
 	// maxTimingLine bounds a timing line. The recorder writes H values of
 	// at most maxHeaderValue bytes; scriptreplay reads lines into BUFSIZ.
 	maxTimingLine = 64 << 10
+	// maxScriptHeaderLine bounds script's header line, as the verifier
+	// bounds the length the open record may claim for it.
+	maxScriptHeaderLine = 1 << 20
 	// maxCastDelay bounds one delay, in seconds (about 31 years), so the
 	// running total in microseconds cannot overflow.
 	maxCastDelay = 1e9
@@ -49,26 +53,25 @@ const (
 func ExportAsciicast(dir string, w io.Writer) error {
 	tmPath := filepath.Join(dir, ptyDirName, timingName)
 	tsPath := filepath.Join(dir, ptyDirName, typescriptName)
-	tm, err := os.Open(tmPath)
+	// Both files are opened as the verifier opens them: regular files
+	// only, no link followed, read no further than their size at open.
+	tmFile, tmSize, err := integrity.OpenRegular(dir, ptyDirName+"/"+timingName)
 	if err != nil {
 		return fmt.Errorf("recorder: export asciicast: %w", err)
 	}
-	defer tm.Close()
+	defer tmFile.Close()
+	tm := io.NewSectionReader(tmFile, 0, tmSize)
 	hdr, body, err := scanCastHeader(tm, tmPath)
 	if err != nil {
 		return err
 	}
-	ts, err := os.Open(tsPath)
+	ts, tsSize, err := integrity.OpenRegular(dir, ptyDirName+"/"+typescriptName)
 	if err != nil {
 		return fmt.Errorf("recorder: export asciicast: %w", err)
 	}
 	defer ts.Close()
-	st, err := ts.Stat()
-	if err != nil {
-		return fmt.Errorf("recorder: export asciicast: %w", err)
-	}
-	x := &castExport{tsPath: tsPath, ts: bufio.NewReaderSize(ts, castChunk)}
-	if err := x.skipHeaderLine(st.Size(), body); err != nil {
+	x := &castExport{tsPath: tsPath, ts: bufio.NewReaderSize(io.NewSectionReader(ts, 0, tsSize), castChunk)}
+	if err := x.skipHeaderLine(tsSize, body); err != nil {
 		return err
 	}
 	if _, err := tm.Seek(0, io.SeekStart); err != nil {
@@ -272,6 +275,9 @@ func (x *castExport) skipHeaderLine(size, body int64) error {
 		x.off += int64(len(chunk))
 		if err == nil {
 			break
+		}
+		if x.off > maxScriptHeaderLine {
+			return fmt.Errorf("recorder: export asciicast: %s: no header line within %d bytes", x.tsPath, maxScriptHeaderLine)
 		}
 		if err != bufio.ErrBufferFull {
 			return fmt.Errorf("recorder: export asciicast: %s: no header line: %w", x.tsPath, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -45,7 +46,13 @@ func RecoverUnfinalized(root string, opts Options) ([]string, error) {
 				return recovered, errors.Join(append(errs, errors.New("recorder: recovery scan stopped at its bound"))...)
 			}
 			dir := filepath.Join(root, run.Name(), sess.Name())
-			if !sess.IsDir() || !needsRecovery(dir) {
+			if !sess.IsDir() {
+				continue
+			}
+			if need, err := needsRecovery(dir); err != nil || !need {
+				if err != nil {
+					errs = append(errs, fmt.Errorf("recorder: %s: %w", dir, err))
+				}
 				continue
 			}
 			if err := integrity.Recover(dir, opts.Signer, time.Now); err != nil {
@@ -60,33 +67,33 @@ func RecoverUnfinalized(root string, opts Options) ([]string, error) {
 
 // needsRecovery reports whether dir has a log that does not end with a
 // close record and its checkpoint, and no recovery file yet. It reads only
-// the log's tail, so a start does not re-read every transcript.
-func needsRecovery(dir string) bool {
-	ptyDir := filepath.Join(dir, integrity.PTYDir)
-	if _, err := os.Stat(filepath.Join(ptyDir, integrity.RecoveryFile)); err == nil {
-		return false
+// the log's tail, so a start does not re-read every transcript. The log is
+// opened as every record file read back is (integrity.OpenRegular): a log
+// that is a link or a named pipe is an error naming it, never a hang.
+func needsRecovery(dir string) (bool, error) {
+	if _, err := os.Lstat(filepath.Join(dir, integrity.PTYDir, integrity.RecoveryFile)); err == nil {
+		return false, nil
 	}
-	f, err := os.Open(filepath.Join(ptyDir, integrity.LogFile))
+	f, size, err := integrity.OpenRegular(dir, integrity.PTYDir+"/"+integrity.LogFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
 	if err != nil {
-		return false
+		return false, err
 	}
 	defer f.Close()
 	const tail = 64 << 10
-	st, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	buf := make([]byte, min(st.Size(), tail))
-	if _, err := f.ReadAt(buf, st.Size()-int64(len(buf))); err != nil && err != io.EOF {
-		return false
+	buf := make([]byte, min(size, tail))
+	if _, err := f.ReadAt(buf, size-int64(len(buf))); err != nil && err != io.EOF {
+		return false, fmt.Errorf("read log tail: %w", err)
 	}
 	lines := bytes.Split(bytes.TrimSuffix(buf, []byte("\n")), []byte("\n"))
 	if !bytes.HasSuffix(buf, []byte("\n")) || len(lines) < 2 {
-		return true
+		return true, nil
 	}
 	var closing, last integrity.Record
 	if json.Unmarshal(lines[len(lines)-2], &closing) != nil || json.Unmarshal(lines[len(lines)-1], &last) != nil {
-		return true
+		return true, nil
 	}
-	return !(closing.Type == integrity.TypeClose && last.Type == integrity.TypeCheckpoint)
+	return !(closing.Type == integrity.TypeClose && last.Type == integrity.TypeCheckpoint), nil
 }
