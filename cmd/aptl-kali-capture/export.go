@@ -54,7 +54,8 @@ func runExport(args []string) int {
 		return exitUsage
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "aptl-kali-capture export: %v\n", err)
+		// The error may carry names from the session folder: escaped.
+		fmt.Fprintln(os.Stderr, integrity.Escape("aptl-kali-capture export: "+err.Error()))
 		return exitFailure
 	}
 	return exitOK

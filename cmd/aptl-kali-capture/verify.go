@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -9,8 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-
-	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/integrity"
 )
@@ -47,17 +44,17 @@ func runVerify(args []string) int {
 	}
 	trusted, err := loadTrustedKeys(keys)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "aptl-kali-capture verify: %v\n", err)
+		fmt.Fprintln(os.Stderr, integrity.Escape("aptl-kali-capture verify: "+err.Error()))
 		return exitUsage
 	}
 	ok := true
 	if *runDir != "" {
-		rr := integrity.VerifyRun(*runDir, trusted)
+		rr := integrity.VerifyRunKeys(*runDir, trusted)
 		ok = rr.OK()
 		printRunReport(os.Stdout, rr, *asJSON)
 	} else {
 		for _, dir := range fs.Args() {
-			rep := integrity.Verify(dir, trusted)
+			rep := integrity.VerifyKeys(dir, trusted)
 			ok = rep.OK() && ok
 			printReport(os.Stdout, rep, *asJSON)
 		}
@@ -69,33 +66,41 @@ func runVerify(args []string) int {
 }
 
 // loadTrustedKeys reads public keys from authorized_keys-style (.pub) or
-// known_hosts files.
-func loadTrustedKeys(paths []string) ([]gossh.PublicKey, error) {
-	var keys []gossh.PublicKey
+// known_hosts files; known_hosts @revoked keys are kept as revoked.
+func loadTrustedKeys(paths []string) (integrity.Keys, error) {
+	var keys integrity.Keys
 	for _, p := range paths {
-		data, err := os.ReadFile(p)
+		data, err := readKeyFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("--key: %w", err)
+			return keys, fmt.Errorf("--key: %w", err)
 		}
-		n := len(keys)
-		for i, line := range bytes.Split(data, []byte("\n")) {
-			line = bytes.TrimSpace(line)
-			if len(line) == 0 || line[0] == '#' {
-				continue
-			}
-			if k, _, _, _, err := gossh.ParseAuthorizedKey(line); err == nil {
-				keys = append(keys, k)
-			} else if _, _, k, _, _, err := gossh.ParseKnownHosts(line); err == nil {
-				keys = append(keys, k)
-			} else {
-				return nil, fmt.Errorf("--key %s line %d: not a public key or known_hosts line", p, i+1)
-			}
+		k, err := integrity.ParseKeys(data, "--key "+p)
+		if err != nil {
+			return keys, err
 		}
-		if len(keys) == n {
-			return nil, fmt.Errorf("--key %s: no keys", p)
-		}
+		keys.Add(k)
 	}
 	return keys, nil
+}
+
+// maxKeyFileRead bounds what is read of a --key file; integrity.ParseKeys
+// refuses anything larger than its own, smaller bound.
+const maxKeyFileRead = 8 << 20
+
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxKeyFileRead))
+}
+
+// printLine writes one line of the text report. Run and session ids,
+// paths and anomaly messages come from hostile files: integrity.Escape
+// keeps their control characters from reaching the terminal.
+func printLine(w io.Writer, format string, args ...any) {
+	fmt.Fprintln(w, integrity.Escape(fmt.Sprintf(format, args...)))
 }
 
 func printReport(w io.Writer, rep *integrity.Report, asJSON bool) {
@@ -107,16 +112,16 @@ func printReport(w io.Writer, rep *integrity.Report, asJSON bool) {
 	if !rep.OK() {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "%s %s run=%s session=%s records=%d signed=%d finalized=%v bytes in=%d out=%d err=%d stored=%d\n",
+	printLine(w, "%s %s run=%s session=%s records=%d signed=%d finalized=%v bytes in=%d out=%d err=%d stored=%d",
 		verdict, rep.Dir, rep.RunID, rep.SessionID, rep.Records, rep.Signed, rep.Finalized,
 		rep.Bytes.In, rep.Bytes.Out, rep.Bytes.Err, rep.Bytes.Stored)
 	// Gaps are stated even when everything verifies: the record says data
 	// went unstored, and so does the report.
 	for _, g := range rep.Gaps {
-		fmt.Fprintf(w, "     gap: record %d, %d bytes of stream %s: %s\n", g.Seq, g.Len, g.Stream, g.Reason)
+		printLine(w, "     gap: record %d, %d bytes of stream %s: %s", g.Seq, g.Len, g.Stream, g.Reason)
 	}
 	for _, a := range rep.Anomalies {
-		fmt.Fprintf(w, "     %s\n", a)
+		printLine(w, "     %s", a)
 	}
 }
 
@@ -126,15 +131,15 @@ func printRunReport(w io.Writer, rr *integrity.RunReport, asJSON bool) {
 		return
 	}
 	for _, a := range rr.Anomalies {
-		fmt.Fprintf(w, "FAIL %s: %s\n", rr.RunDir, a)
+		printLine(w, "FAIL %s: %s", rr.RunDir, a)
 	}
 	for _, s := range rr.Sessions {
 		printReport(w, s.Report, false)
 		if s.Tee == "" {
-			fmt.Fprintf(w, "     no tool-server tee for %s\n", s.SessionID)
+			printLine(w, "     no tool-server tee for %s", s.SessionID)
 		}
 		for _, a := range s.Anomalies {
-			fmt.Fprintf(w, "     reconcile: %s\n", a)
+			printLine(w, "     reconcile: %s", a)
 		}
 	}
 }
