@@ -1,0 +1,141 @@
+// Package vocab is the record's vocabulary: the names that the writer (the
+// broker and the recorder) puts into a capture folder and that the examiner
+// reads back. Every name lives here once, so writer and reader cannot drift
+// apart; vocab_test.go checks that README.md documents exactly these.
+package vocab
+
+// Files of a session folder: <session>/pty/{typescript,timing,...}.
+const (
+	PTYDir         = "pty"
+	TypescriptFile = "typescript"
+	TimingFile     = "timing"
+	LogFile        = "integrity.jsonl"
+	RecoveryFile   = "recovery.jsonl"
+)
+
+// Format names the integrity log's record format; the open record carries it.
+const Format = "aptl-integrity/1"
+
+// Record types of the integrity log (README.md, "Integrity log and
+// verification").
+const (
+	TypeOpen          = "open"
+	TypeData          = "data"
+	TypeRequest       = "request"
+	TypeResize        = "resize"
+	TypeAnnotate      = "annotate"
+	TypeEventsDropped = "events-dropped"
+	TypeGap           = "gap"
+	TypeCheckpoint    = "checkpoint"
+	TypeClose         = "close"
+	// TypeRecovery is the record a restarted sidecar writes to
+	// recovery.jsonl for a session it did not close.
+	TypeRecovery = "recovery"
+)
+
+// RecordTypes lists every record type, in the README's order.
+var RecordTypes = []string{
+	TypeOpen, TypeData, TypeRequest, TypeResize, TypeAnnotate,
+	TypeEventsDropped, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
+}
+
+// Streams of data records: what the client sent, what the session printed
+// on its terminal or stdout, and stderr of a session without a PTY.
+const (
+	StreamIn  = "i"
+	StreamOut = "o"
+	StreamErr = "e"
+)
+
+// Attribute names of records that the writer and the examiner share.
+const (
+	AttrRunID      = "run_id"
+	AttrSessionID  = "session_id"
+	AttrFormat     = "format"
+	AttrHeaderLen  = "ts_header_len"
+	AttrHeaderSum  = "ts_header_sha256"
+	AttrTSSize     = "ts_size"
+	AttrTSSHA256   = "ts_sha256"
+	AttrTMSize     = "tm_size"
+	AttrTMSHA256   = "tm_sha256"
+	AttrExitCode   = "exit_code"
+	AttrCloseBytes = "bytes_" // + stream: every byte counted, stored or not
+
+	AttrReason   = "reason"
+	AttrCount    = "count"
+	AttrRows     = "rows"
+	AttrCols     = "cols"
+	AttrRequest  = "request" // also a count by kind in events-dropped
+	AttrAccepted = "accepted"
+	AttrSignal   = "signal" // a count by kind in events-dropped
+	AttrResize   = "resize" // a count by kind in events-dropped
+)
+
+// Reasons of gap records.
+const (
+	GapSizeLimit         = "size-limit"          // counted and digested, not stored
+	GapWriteFailed       = "write-failed"        // the typescript write failed
+	GapTimingWriteFailed = "timing-write-failed" // stored, but its timing entry failed
+)
+
+// ReasonControlLimit is an events-dropped record's reason for control
+// events past the recorder's bound.
+const ReasonControlLimit = "control-event-limit"
+
+// Close reasons: the value of HeaderCloseReason.
+const (
+	CloseShellExited     = "shell-exited"
+	CloseClientClosed    = "client-closed"
+	CloseSidecarShutdown = "sidecar-shutdown"
+	CloseLauncherLost    = "launcher-lost"
+	CloseIOError         = "io-error"
+	// CloseLaunchFailed: the launcher could not start the process.
+	CloseLaunchFailed = "launch-failed"
+)
+
+// CloseReasons lists every close reason, in the README's order.
+var CloseReasons = []string{
+	CloseShellExited, CloseClientClosed, CloseSidecarShutdown,
+	CloseLauncherLost, CloseIOError, CloseLaunchFailed,
+}
+
+// Provenance headers: the sidecar's own H lines in the timing file, beside
+// script(1)'s (README.md, "Provenance headers"). The open and close records
+// carry them as attributes of the same names.
+const (
+	HeaderRunID             = "APTL_RUN_ID"
+	HeaderSessionID         = "APTL_SESSION_ID"
+	HeaderTraceID           = "APTL_TRACE_ID"
+	HeaderSessionIDSupplied = "APTL_SESSION_ID_SUPPLIED"
+	HeaderLoginUser         = "APTL_LOGIN_USER"
+	HeaderClientKey         = "APTL_CLIENT_KEY"
+	HeaderClientAddr        = "APTL_CLIENT_ADDR"
+	HeaderConn              = "APTL_CONN"
+	HeaderHostKey           = "APTL_HOST_KEY"
+	HeaderAdapter           = "APTL_ADAPTER"
+	HeaderRunAs             = "APTL_RUN_AS"
+	HeaderRunAsUID          = "APTL_RUN_AS_UID"
+	HeaderRunAsShell        = "APTL_RUN_AS_SHELL"
+	HeaderRunAsNote         = "APTL_RUN_AS_NOTE"
+	HeaderRunAsSource       = "APTL_RUN_AS_SOURCE"
+	HeaderCloseReason       = "APTL_CLOSE_REASON"
+	HeaderExitSignal        = "APTL_EXIT_SIGNAL"
+	HeaderNotice            = "APTL_NOTICE"
+	HeaderBytesDelivered    = "APTL_BYTES_DELIVERED"
+	HeaderBytesDeliveredErr = "APTL_BYTES_DELIVERED_STDERR"
+	HeaderSizeLimit         = "APTL_SIZE_LIMIT"
+)
+
+// SuppliedInvalid is HeaderSessionIDSupplied's value when the client's
+// session id was replaced.
+const SuppliedInvalid = "invalid"
+
+// Headers lists every provenance header, in the README's order.
+var Headers = []string{
+	HeaderRunID, HeaderSessionID, HeaderTraceID, HeaderSessionIDSupplied,
+	HeaderLoginUser, HeaderClientKey, HeaderClientAddr, HeaderConn,
+	HeaderHostKey, HeaderAdapter,
+	HeaderRunAs, HeaderRunAsUID, HeaderRunAsShell, HeaderRunAsNote, HeaderRunAsSource,
+	HeaderCloseReason, HeaderExitSignal, HeaderNotice,
+	HeaderBytesDelivered, HeaderBytesDeliveredErr, HeaderSizeLimit,
+}
