@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -26,9 +27,9 @@ type pendingEvent struct {
 
 // requestAttrs describes one channel request for the integrity log.
 func requestAttrs(reqType string, payload []byte, ok bool, err error) map[string]string {
-	a := map[string]string{"request": logSafeType(reqType), "accepted": strconv.FormatBool(ok)}
+	a := map[string]string{vocab.AttrRequest: logSafeType(reqType), vocab.AttrAccepted: strconv.FormatBool(ok)}
 	if err != nil {
-		a["reason"] = err.Error()
+		a[vocab.AttrReason] = err.Error()
 	}
 	switch reqType {
 	case "pty-req":
@@ -97,7 +98,7 @@ func (ss *session) flushPendingEvents(r *run) error {
 		}
 	}
 	if ss.droppedEvents > 0 {
-		return r.rec.Event(recorder.EventsDropped, map[string]string{"count": strconv.Itoa(ss.droppedEvents)})
+		return r.rec.Event(vocab.TypeEventsDropped, map[string]string{vocab.AttrCount: strconv.Itoa(ss.droppedEvents)})
 	}
 	return nil
 }

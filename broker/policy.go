@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -15,9 +16,9 @@ import (
 // (DESIGN §3.1): they become the record's identity, so they are validated
 // with the canonical id rule rather than passed through as free text.
 const (
-	envSessionID = "APTL_SESSION_ID"
-	envRunID     = "APTL_RUN_ID"
-	envTraceID   = "APTL_TRACE_ID"
+	envSessionID = vocab.HeaderSessionID
+	envRunID     = vocab.HeaderRunID
+	envTraceID   = vocab.HeaderTraceID
 )
 
 // defaultRunID is where sessions go that name no run (DESIGN §3.2).

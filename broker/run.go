@@ -14,6 +14,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
@@ -114,16 +115,16 @@ func (ss *session) start(command string, startEvent map[string]string) (err erro
 	if r.rec, r.log, err = ss.createRecord(command, tty); err != nil {
 		return err
 	}
-	ss.pending = append(ss.pending, pendingEvent{"request", startEvent})
+	ss.pending = append(ss.pending, pendingEvent{vocab.TypeRequest, startEvent})
 	if err = ss.flushPendingEvents(r); err != nil {
-		r.rec.Close(exitSSHFailure, recorder.Header{Name: "APTL_CLOSE_REASON", Value: reasonIOError})
+		r.rec.Close(exitSSHFailure, recorder.Header{Name: vocab.HeaderCloseReason, Value: reasonIOError})
 		return &userError{msg: "recording failed; session not started", cause: err}
 	}
 	// Ownership of the slave ends passes to Launch, which closes our copies
 	// whether or not it succeeds.
 	slaves = nil
 	if r.proc, err = ss.srv.cfg.Launcher.Launch(ss.ctx, spec); err != nil {
-		r.rec.Close(exitSSHFailure, recorder.Header{Name: "APTL_CLOSE_REASON", Value: reasonLaunchFailed})
+		r.rec.Close(exitSSHFailure, recorder.Header{Name: vocab.HeaderCloseReason, Value: reasonLaunchFailed})
 		msg := "could not start the session process"
 		if errors.Is(err, launch.ErrAgentUnreachable) {
 			msg += ": the launch agent in the workload is unreachable"
@@ -186,22 +187,22 @@ func (ss *session) createRecord(command, tty string) (*recorder.Session, *slog.L
 // openHeaders are the provenance lines at the top of the timing file.
 func (ss *session) openHeaders(ids sessionIDs, sessionID string) []recorder.Header {
 	h := []recorder.Header{
-		{Name: "APTL_RUN_ID", Value: ids.run},
-		{Name: "APTL_SESSION_ID", Value: sessionID},
+		{Name: vocab.HeaderRunID, Value: ids.run},
+		{Name: vocab.HeaderSessionID, Value: sessionID},
 	}
 	if ids.sessionInvalid {
-		h = append(h, recorder.Header{Name: "APTL_SESSION_ID_SUPPLIED", Value: "invalid"})
+		h = append(h, recorder.Header{Name: vocab.HeaderSessionIDSupplied, Value: vocab.SuppliedInvalid})
 	}
 	if ids.trace != "" {
-		h = append(h, recorder.Header{Name: "APTL_TRACE_ID", Value: ids.trace})
+		h = append(h, recorder.Header{Name: vocab.HeaderTraceID, Value: ids.trace})
 	}
 	return append(h,
-		recorder.Header{Name: "APTL_LOGIN_USER", Value: ss.user},
-		recorder.Header{Name: "APTL_CLIENT_KEY", Value: ss.keyFP},
-		recorder.Header{Name: "APTL_CLIENT_ADDR", Value: ss.remote},
-		recorder.Header{Name: "APTL_CONN", Value: ss.conn.id},
-		recorder.Header{Name: "APTL_HOST_KEY", Value: gossh.FingerprintSHA256(ss.srv.cfg.HostKey.PublicKey())},
-		recorder.Header{Name: "APTL_ADAPTER", Value: ss.srv.cfg.Launcher.Name()},
+		recorder.Header{Name: vocab.HeaderLoginUser, Value: ss.user},
+		recorder.Header{Name: vocab.HeaderClientKey, Value: ss.keyFP},
+		recorder.Header{Name: vocab.HeaderClientAddr, Value: ss.remote},
+		recorder.Header{Name: vocab.HeaderConn, Value: ss.conn.id},
+		recorder.Header{Name: vocab.HeaderHostKey, Value: gossh.FingerprintSHA256(ss.srv.cfg.HostKey.PublicKey())},
+		recorder.Header{Name: vocab.HeaderAdapter, Value: ss.srv.cfg.Launcher.Name()},
 	)
 }
 
@@ -210,11 +211,11 @@ func (ss *session) openHeaders(ids sessionIDs, sessionID string) []recorder.Head
 func (r *run) annotateIdentity() {
 	id := r.proc.Identity()
 	err := r.rec.Annotate(
-		recorder.Header{Name: "APTL_RUN_AS", Value: id.User},
-		recorder.Header{Name: "APTL_RUN_AS_UID", Value: strconv.Itoa(id.UID)},
-		recorder.Header{Name: "APTL_RUN_AS_SHELL", Value: id.Shell},
-		recorder.Header{Name: "APTL_RUN_AS_NOTE", Value: id.Note},
-		recorder.Header{Name: "APTL_RUN_AS_SOURCE", Value: id.Source},
+		recorder.Header{Name: vocab.HeaderRunAs, Value: id.User},
+		recorder.Header{Name: vocab.HeaderRunAsUID, Value: strconv.Itoa(id.UID)},
+		recorder.Header{Name: vocab.HeaderRunAsShell, Value: id.Shell},
+		recorder.Header{Name: vocab.HeaderRunAsNote, Value: id.Note},
+		recorder.Header{Name: vocab.HeaderRunAsSource, Value: id.Source},
 	)
 	if err != nil {
 		r.ss.stop(ioCause(err))
@@ -438,16 +439,16 @@ func (r *run) closeCause(werr error) *closeCause {
 }
 
 func (r *run) closeHeaders(cause *closeCause, exit launch.Exit) []recorder.Header {
-	h := []recorder.Header{{Name: "APTL_CLOSE_REASON", Value: cause.reason}}
+	h := []recorder.Header{{Name: vocab.HeaderCloseReason, Value: cause.reason}}
 	if cause.msg != "" {
-		h = append(h, recorder.Header{Name: "APTL_NOTICE", Value: cause.msg})
+		h = append(h, recorder.Header{Name: vocab.HeaderNotice, Value: cause.msg})
 	}
 	if name := exit.SignalName(); name != "" {
-		h = append(h, recorder.Header{Name: "APTL_EXIT_SIGNAL", Value: name})
+		h = append(h, recorder.Header{Name: vocab.HeaderExitSignal, Value: name})
 	}
-	h = append(h, recorder.Header{Name: "APTL_BYTES_DELIVERED", Value: strconv.FormatInt(r.outputs[0].delivered.Load(), 10)})
+	h = append(h, recorder.Header{Name: vocab.HeaderBytesDelivered, Value: strconv.FormatInt(r.outputs[0].delivered.Load(), 10)})
 	if len(r.outputs) > 1 {
-		h = append(h, recorder.Header{Name: "APTL_BYTES_DELIVERED_STDERR", Value: strconv.FormatInt(r.outputs[1].delivered.Load(), 10)})
+		h = append(h, recorder.Header{Name: vocab.HeaderBytesDeliveredErr, Value: strconv.FormatInt(r.outputs[1].delivered.Load(), 10)})
 	}
 	return h
 }

@@ -10,6 +10,8 @@ import (
 
 	gliderssh "github.com/gliderlabs/ssh"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // Upstream gliderlabs/ssh's session handler rewrites "\n" to "\r\n" in
@@ -112,7 +114,7 @@ func (ss *session) serveRequests(reqs <-chan *gossh.Request) {
 		// An accepted window change is in the record as a resize, an
 		// accepted shell or exec was recorded by start.
 		if !ok || (req.Type != "window-change" && req.Type != "shell" && req.Type != "exec") {
-			ss.event("request", requestAttrs(req.Type, req.Payload, ok, err))
+			ss.event(vocab.TypeRequest, requestAttrs(req.Type, req.Payload, ok, err))
 		}
 		// A refused shell or exec ends the session after the reply, so the
 		// client reports the failed request and shows the stderr line.
@@ -270,15 +272,17 @@ func (c *closeCause) Error() string {
 	return c.reason
 }
 
-// Close reasons written into the record.
+// Close reasons written into the record (internal/vocab names them all).
 const (
-	reasonShellExited  = "shell-exited"
-	reasonClientClosed = "client-closed"
-	reasonLauncherLost = "launcher-lost"
-	reasonShutdown     = "sidecar-shutdown"
-	reasonIOError      = "io-error"
-	reasonRefused      = "refused"
-	reasonLaunchFailed = "launch-failed"
+	reasonShellExited  = vocab.CloseShellExited
+	reasonClientClosed = vocab.CloseClientClosed
+	reasonLauncherLost = vocab.CloseLauncherLost
+	reasonShutdown     = vocab.CloseSidecarShutdown
+	reasonIOError      = vocab.CloseIOError
+	reasonLaunchFailed = vocab.CloseLaunchFailed
+	// reasonRefused ends a session whose shell or exec was refused before
+	// any record was created, so it never reaches a record.
+	reasonRefused = "refused"
 )
 
 var (

@@ -1,36 +1,29 @@
-package recorder
+package examine
 
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 const (
 	// castDefaultWidth and castDefaultHeight size a session without a PTY.
 	castDefaultWidth, castDefaultHeight = 80, 24
-	// castChunk bounds the bytes of one event: a longer timing entry
+	// CastChunk bounds the bytes of one event: a longer timing entry
 	// becomes several events at the same time.
-	castChunk = 64 << 10
-	// maxTimingLine bounds a timing line. The recorder writes H values of
-	// at most maxHeaderValue bytes; scriptreplay reads lines into BUFSIZ.
-	maxTimingLine = 64 << 10
-	// maxScriptHeaderLine bounds script's header line, as the verifier
-	// bounds the length the open record may claim for it.
-	maxScriptHeaderLine = 1 << 20
-	// maxCastDelay bounds one delay, in seconds (about 31 years), so the
-	// running total in microseconds cannot overflow.
-	maxCastDelay = 1e9
+	CastChunk = 64 << 10
+	// maxCastTime bounds the recording's length (about 31 years), so the
+	// running total of delays cannot overflow.
+	maxCastTime = scriptfmt.MaxDelaySeconds * time.Second
 )
 
 // ExportAsciicast writes the session in dir as an asciicast v2 recording
@@ -51,13 +44,13 @@ const (
 // an error names the file and line. A typescript shorter than its timing
 // is reported after the events before it were written.
 func ExportAsciicast(dir string, w io.Writer) error {
-	tmPath := filepath.Join(dir, ptyDirName, timingName)
-	tsPath := filepath.Join(dir, ptyDirName, typescriptName)
+	tmPath := filepath.Join(dir, vocab.PTYDir, vocab.TimingFile)
+	tsPath := filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile)
 	// Both files are opened as the verifier opens them: regular files
 	// only, no link followed, read no further than their size at open.
-	tmFile, tmSize, err := integrity.OpenRegular(dir, ptyDirName+"/"+timingName)
+	tmFile, tmSize, err := OpenRegular(dir, vocab.PTYDir+"/"+vocab.TimingFile)
 	if err != nil {
-		return fmt.Errorf("recorder: export asciicast: %w", err)
+		return fmt.Errorf("examine: export asciicast: %w", err)
 	}
 	defer tmFile.Close()
 	tm := io.NewSectionReader(tmFile, 0, tmSize)
@@ -65,23 +58,23 @@ func ExportAsciicast(dir string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ts, tsSize, err := integrity.OpenRegular(dir, ptyDirName+"/"+typescriptName)
+	ts, tsSize, err := OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile)
 	if err != nil {
-		return fmt.Errorf("recorder: export asciicast: %w", err)
+		return fmt.Errorf("examine: export asciicast: %w", err)
 	}
 	defer ts.Close()
-	x := &castExport{tsPath: tsPath, ts: bufio.NewReaderSize(io.NewSectionReader(ts, 0, tsSize), castChunk)}
+	x := &castExport{tsPath: tsPath, ts: bufio.NewReaderSize(io.NewSectionReader(ts, 0, tsSize), CastChunk)}
 	if err := x.skipHeaderLine(tsSize, body); err != nil {
 		return err
 	}
 	if _, err := tm.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("recorder: export asciicast: %s: %w", tmPath, err)
+		return fmt.Errorf("examine: export asciicast: %s: %w", tmPath, err)
 	}
 	bw := bufio.NewWriter(w)
 	x.enc = json.NewEncoder(bw)
 	x.enc.SetEscapeHTML(false)
 	if err := x.enc.Encode(hdr); err != nil {
-		return fmt.Errorf("recorder: export asciicast: %w", err)
+		return fmt.Errorf("examine: export asciicast: %w", err)
 	}
 	if err := scanTiming(tm, tmPath, x.entry); err != nil {
 		return err
@@ -90,7 +83,7 @@ func ExportAsciicast(dir string, w io.Writer) error {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("recorder: export asciicast: %w", err)
+		return fmt.Errorf("examine: export asciicast: %w", err)
 	}
 	return nil
 }
@@ -114,14 +107,14 @@ func scanCastHeader(tm io.Reader, path string) (castHeader, int64, error) {
 	h := castHeader{Version: 2, Width: castDefaultWidth, Height: castDefaultHeight}
 	hs := map[string]string{}
 	var body int64
-	err := scanTiming(tm, path, func(e timingEntry) error {
-		switch e.kind {
+	err := scanTiming(tm, path, func(e scriptfmt.Entry) error {
+		switch e.Kind {
 		case 'H':
-			if _, ok := hs[e.name]; !ok {
-				hs[e.name] = unescapeHeaderValue(e.value)
+			if _, ok := hs[e.Name]; !ok {
+				hs[e.Name] = scriptfmt.UnescapeHeaderValue(e.Value)
 			}
 		case 'I', 'O':
-			body += e.n
+			body += e.N
 		}
 		return nil
 	})
@@ -134,14 +127,14 @@ func scanCastHeader(tm io.Reader, path string) (castHeader, int64, error) {
 	if n, err := strconv.Atoi(hs["LINES"]); err == nil && n > 0 {
 		h.Height = n
 	}
-	if t, err := time.Parse(timeLayout, hs["START_TIME"]); err == nil {
+	if t, err := time.Parse(scriptfmt.TimeLayout, hs["START_TIME"]); err == nil {
 		h.Timestamp = t.Unix()
 	}
 	if term := hs["TERM"]; term != "" {
 		h.Env = map[string]string{"TERM": term}
 	}
 	var ids []string
-	for _, name := range []string{"APTL_RUN_ID", "APTL_SESSION_ID"} {
+	for _, name := range []string{vocab.HeaderRunID, vocab.HeaderSessionID} {
 		if v := hs[name]; v != "" {
 			ids = append(ids, v)
 		}
@@ -150,109 +143,13 @@ func scanCastHeader(tm io.Reader, path string) (castHeader, int64, error) {
 	return h, body, nil
 }
 
-// unescapeHeaderValue undoes appendEscaped, whose escapes are Go's. A value
-// it did not write (or a truncated one) is returned as it is.
-func unescapeHeaderValue(v string) string {
-	if !strings.Contains(v, `\`) {
-		return v
-	}
-	s, err := strconv.Unquote(`"` + strings.ReplaceAll(v, `"`, `\"`) + `"`)
-	if err != nil {
-		return v
-	}
-	return s
-}
-
-// timingEntry is one parsed timing line.
-type timingEntry struct {
-	kind        byte  // 'H', 'I', 'O' or 'S'
-	delay       int64 // microseconds since the previous entry
-	n           int64 // I, O: bytes
-	name, value string
-	rows, cols  int // S SIGWINCH
-}
-
-// scanTiming calls fn for each line of a timing file; an error names the
-// file and the line.
-func scanTiming(r io.Reader, path string, fn func(timingEntry) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 4096), maxTimingLine)
-	line := 0
-	for sc.Scan() {
-		line++
-		e, err := parseTimingLine(sc.Text())
-		if err == nil {
-			err = fn(e)
-		}
-		if err != nil {
-			return fmt.Errorf("recorder: export asciicast: %s:%d: %w", path, line, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("recorder: export asciicast: %s:%d: %w", path, line+1, err)
+// scanTiming checks and reads a timing file with the one parser of the
+// format; an error names the file and the line.
+func scanTiming(r io.Reader, path string, fn func(scriptfmt.Entry) error) error {
+	if err := scriptfmt.Scan(r, path, fn); err != nil {
+		return fmt.Errorf("examine: export asciicast: %w", err)
 	}
 	return nil
-}
-
-var errBadTiming = errors.New("not a script timing line")
-
-// parseTimingLine parses `H <delay> NAME[ VALUE]`, `I|O <delay> <n>` or
-// `S <delay> SIGNAME [ROWS=r COLS=c]` (util-linux script, advanced format).
-func parseTimingLine(s string) (timingEntry, error) {
-	bad := func(what string) (timingEntry, error) {
-		return timingEntry{}, fmt.Errorf("%w (%s): %.60q", errBadTiming, what, s)
-	}
-	kind, rest, ok := strings.Cut(s, " ")
-	if !ok || len(kind) != 1 || !strings.Contains("HIOS", kind) {
-		return bad("kind")
-	}
-	d, rest, _ := strings.Cut(rest, " ")
-	sec, err := strconv.ParseFloat(d, 64)
-	if err != nil || !(sec >= 0 && sec <= maxCastDelay) {
-		return bad("delay")
-	}
-	e := timingEntry{kind: kind[0], delay: int64(math.Round(sec * 1e6))}
-	switch e.kind {
-	case 'H':
-		e.name, e.value, _ = strings.Cut(rest, " ")
-		if e.name == "" {
-			return bad("header name")
-		}
-	case 'I', 'O':
-		if e.n, err = strconv.ParseInt(rest, 10, 64); err != nil || e.n < 0 {
-			return bad("byte count")
-		}
-	case 'S':
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			return bad("signal")
-		}
-		if f[0] == "SIGWINCH" && !parseWinch(f[1:], &e) {
-			return bad("window size")
-		}
-		e.name = f[0]
-	}
-	return e, nil
-}
-
-// parseWinch reads ROWS=r COLS=c, in either order.
-func parseWinch(f []string, e *timingEntry) bool {
-	for _, kv := range f {
-		k, v, _ := strings.Cut(kv, "=")
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > math.MaxUint16 {
-			return false
-		}
-		switch k {
-		case "ROWS":
-			e.rows = n
-		case "COLS":
-			e.cols = n
-		default:
-			return false
-		}
-	}
-	return len(f) == 2
 }
 
 // castExport writes the events.
@@ -261,62 +158,52 @@ type castExport struct {
 	ts     *bufio.Reader // the typescript body, consumed in timing order
 	off    int64         // typescript offset of ts
 	enc    *json.Encoder
-	t      int64      // microseconds since the start
-	out    utf8Stream // "o"
-	in     utf8Stream // "i"
+	t      time.Duration // since the start
+	out    utf8Stream    // "o"
+	in     utf8Stream    // "i"
 	buf    []byte
 }
 
-// skipHeaderLine consumes script's header line and checks that the
+// skipHeaderLine consumes script's start line and checks that the
 // typescript, of size bytes, holds the body bytes the timing accounts for.
 func (x *castExport) skipHeaderLine(size, body int64) error {
-	for {
-		chunk, err := x.ts.ReadSlice('\n')
-		x.off += int64(len(chunk))
-		if err == nil {
-			break
-		}
-		if x.off > maxScriptHeaderLine {
-			return fmt.Errorf("recorder: export asciicast: %s: no header line within %d bytes", x.tsPath, maxScriptHeaderLine)
-		}
-		if err != bufio.ErrBufferFull {
-			return fmt.Errorf("recorder: export asciicast: %s: no header line: %w", x.tsPath, err)
-		}
+	n, err := scriptfmt.ReadStartLine(x.ts)
+	x.off += n
+	if err != nil {
+		return fmt.Errorf("examine: export asciicast: %s: %w", x.tsPath, err)
 	}
 	if size-x.off < body {
-		return fmt.Errorf("recorder: export asciicast: %s: %d bytes after the header line, the timing accounts for %d",
+		return fmt.Errorf("examine: export asciicast: %s: %d bytes after the header line, the timing accounts for %d",
 			x.tsPath, size-x.off, body)
 	}
 	return nil
 }
 
 // entry writes the events of one timing entry.
-func (x *castExport) entry(e timingEntry) error {
-	if x.t += e.delay; x.t > maxCastDelay*1e6 {
-		return fmt.Errorf("the recording lasts more than %g seconds", float64(maxCastDelay))
+func (x *castExport) entry(e scriptfmt.Entry) error {
+	if x.t += e.Delay; x.t > maxCastTime {
+		return fmt.Errorf("the recording lasts more than %v", maxCastTime)
 	}
-	switch e.kind {
+	switch e.Kind {
 	case 'I', 'O':
 		return x.data(e)
 	case 'S':
-		if e.name == "SIGWINCH" {
-			return x.event("r", fmt.Sprintf("%dx%d", e.cols, e.rows))
-		}
+		return x.event("r", fmt.Sprintf("%dx%d", e.Cols, e.Rows))
 	}
 	return nil
 }
 
 // data reads an entry's bytes from the typescript in chunks of at most
-// castChunk, each one event.
-func (x *castExport) data(e timingEntry) error {
+// CastChunk, each one event.
+func (x *castExport) data(e scriptfmt.Entry) error {
 	typ, st := "o", &x.out
-	if e.kind == 'I' {
+	if e.Kind == 'I' {
 		typ, st = "i", &x.in
 	}
-	for left := e.n; left > 0; {
-		n := min(left, castChunk)
+	for left := e.N; left > 0; {
+		n := min(left, CastChunk)
 		if cap(x.buf) < int(n) {
-			x.buf = make([]byte, castChunk)
+			x.buf = make([]byte, CastChunk)
 		}
 		p := x.buf[:n]
 		if _, err := io.ReadFull(x.ts, p); err != nil {
@@ -348,9 +235,9 @@ func (x *castExport) flush() error {
 }
 
 func (x *castExport) event(typ, data string) error {
-	t := json.Number(fmt.Sprintf("%d.%06d", x.t/1e6, x.t%1e6))
+	t := json.Number(scriptfmt.AppendSeconds(nil, x.t))
 	if err := x.enc.Encode([]any{t, typ, data}); err != nil {
-		return fmt.Errorf("recorder: export asciicast: %w", err)
+		return fmt.Errorf("examine: export asciicast: %w", err)
 	}
 	return nil
 }

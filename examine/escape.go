@@ -1,4 +1,4 @@
-package integrity
+package examine
 
 import (
 	"fmt"

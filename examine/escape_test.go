@@ -1,9 +1,9 @@
-package integrity_test
+package examine_test
 
 import (
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/examine"
 )
 
 func TestEscape(t *testing.T) {
@@ -16,7 +16,7 @@ func TestEscape(t *testing.T) {
 		"bidi \u202egnp.exe":     `bidi \u202egnp.exe`,
 		"line\nbreak\ttab":       `line\nbreak\ttab`,
 	} {
-		if got := integrity.Escape(in); got != want {
+		if got := examine.Escape(in); got != want {
 			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -1,8 +1,11 @@
-package integrity
+package examine
 
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // LastHead returns the message and signature of the last checkpoint in
@@ -13,17 +16,17 @@ import (
 func LastHead(dir string) (message []byte, sig string, err error) {
 	var run, session string
 	var perr error
-	err = readRecords(dir, LogFile, func(i int, ln logLine) bool {
-		var r Record
+	err = readRecords(dir, vocab.LogFile, func(i int, ln logLine) bool {
+		var r integrity.Record
 		if perr = json.Unmarshal(ln.text, &r); perr != nil {
-			perr = fmt.Errorf("%s record %d: %w", LogFile, i, perr)
+			perr = fmt.Errorf("%s record %d: %w", vocab.LogFile, i, perr)
 			return false
 		}
-		if r.Type == TypeOpen {
-			run, session = r.Attrs[AttrRunID], r.Attrs[AttrSessionID]
+		if r.Type == vocab.TypeOpen {
+			run, session = r.Attrs[vocab.AttrRunID], r.Attrs[vocab.AttrSessionID]
 		}
-		if r.Type == TypeCheckpoint && r.Seq > 0 {
-			message, sig = HeadMessage(run, session, r.Seq-1, r.Prev), r.Sig
+		if r.Type == vocab.TypeCheckpoint && r.Seq > 0 {
+			message, sig = integrity.HeadMessage(run, session, r.Seq-1, r.Prev), r.Sig
 		}
 		return true
 	})
@@ -31,10 +34,10 @@ func LastHead(dir string) (message []byte, sig string, err error) {
 		err = perr
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", LogFile, err)
+		return nil, "", fmt.Errorf("%s: %w", vocab.LogFile, err)
 	}
 	if sig == "" {
-		return nil, "", fmt.Errorf("%s: no checkpoint", LogFile)
+		return nil, "", fmt.Errorf("%s: no checkpoint", vocab.LogFile)
 	}
 	return message, sig, nil
 }

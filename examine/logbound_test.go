@@ -1,4 +1,4 @@
-package integrity_test
+package examine_test
 
 import (
 	"os"
@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // TestHugeSingleLineLogIsBounded verifies a session whose log is one
@@ -17,16 +18,16 @@ import (
 func TestHugeSingleLineLogIsBounded(t *testing.T) {
 	const size = 256 << 20
 	dir := filepath.Join(t.TempDir(), "run-1", "sess-big")
-	pty := filepath.Join(dir, integrity.PTYDir)
+	pty := filepath.Join(dir, vocab.PTYDir)
 	if err := os.MkdirAll(pty, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{integrity.TypescriptFile, integrity.TimingFile} {
+	for _, name := range []string{vocab.TypescriptFile, vocab.TimingFile} {
 		if err := os.WriteFile(filepath.Join(pty, name), []byte("x\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f, err := os.Create(filepath.Join(pty, integrity.LogFile))
+	f, err := os.Create(filepath.Join(pty, vocab.LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,15 +43,15 @@ func TestHugeSingleLineLogIsBounded(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		return after.TotalAlloc - before.TotalAlloc
 	}
-	var rep *integrity.Report
-	if n := allocated(func() { rep = integrity.Verify(dir, trusted(t)) }); n > 32<<20 {
+	var rep *examine.Report
+	if n := allocated(func() { rep = examine.Verify(dir, trusted(t)) }); n > 32<<20 {
 		t.Errorf("Verify allocated %d MiB for a %d MiB single-line log", n>>20, size>>20)
 	}
 	if rep.OK() || !strings.Contains(rep.Anomalies[0].Msg, "longer than") {
 		t.Errorf("anomalies %v: want the record refused as longer than the bound", rep.Anomalies)
 	}
 	var headErr error
-	if n := allocated(func() { _, _, headErr = integrity.LastHead(dir) }); n > 32<<20 {
+	if n := allocated(func() { _, _, headErr = examine.LastHead(dir) }); n > 32<<20 {
 		t.Errorf("LastHead allocated %d MiB for a %d MiB single-line log", n>>20, size>>20)
 	}
 	if headErr == nil || !strings.Contains(headErr.Error(), "longer than") {

@@ -1,4 +1,4 @@
-package integrity
+package examine
 
 import (
 	"bufio"
@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // maxLogSize bounds the log the verifier reads (metadata is a small
@@ -45,7 +48,7 @@ type logReader struct {
 
 // openLog opens the file name in dir's pty directory through OpenRegular.
 func openLog(dir, name string) (*logReader, error) {
-	f, size, err := OpenRegular(dir, PTYDir+"/"+name)
+	f, size, err := OpenRegular(dir, vocab.PTYDir+"/"+name)
 	if err != nil {
 		return nil, err
 	}
@@ -128,14 +131,14 @@ func readRecords(dir, name string, fn func(i int, ln logLine) bool) error {
 
 // verifiedRecords decodes the first n records of the log, which Verify
 // has checked.
-func verifiedRecords(dir string, n int) ([]Record, error) {
-	recs := make([]Record, 0, n)
+func verifiedRecords(dir string, n int) ([]integrity.Record, error) {
+	recs := make([]integrity.Record, 0, n)
 	var derr error
-	err := readRecords(dir, LogFile, func(i int, ln logLine) bool {
+	err := readRecords(dir, vocab.LogFile, func(i int, ln logLine) bool {
 		if i >= n {
 			return false
 		}
-		var r Record
+		var r integrity.Record
 		if derr = json.Unmarshal(ln.text, &r); derr != nil {
 			derr = fmt.Errorf("record %d: %w", i, derr)
 			return false

@@ -1,4 +1,4 @@
-package integrity
+package examine
 
 import (
 	"crypto/sha256"
@@ -13,6 +13,9 @@ import (
 	"strings"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // Reconciliation of a harvested run: every Kali-side session is verified,
@@ -46,8 +49,8 @@ const (
 // client's channel accepted (the recorder records before it delivers, so a
 // session can record more than it delivered).
 var teeStreams = []struct{ stream, dir, delivered string }{
-	{StreamOut, "out", "APTL_BYTES_DELIVERED"},
-	{StreamErr, "err", "APTL_BYTES_DELIVERED_STDERR"},
+	{vocab.StreamOut, "out", vocab.HeaderBytesDelivered},
+	{vocab.StreamErr, "err", vocab.HeaderBytesDeliveredErr},
 }
 
 // RunReport is the verdict on one harvested run directory.
@@ -173,7 +176,7 @@ func (rr *RunReport) listTees() map[string]string {
 // delivered with the tee. Only the records Verify vouched for are used: the
 // bytes of a broken or tampered log are not evidence of anything.
 func (s *SessionReconciliation) reconcile(dir string) {
-	logPath := filepath.Join(dir, PTYDir, LogFile)
+	logPath := filepath.Join(dir, vocab.PTYDir, vocab.LogFile)
 	if s.Report.SignedRecords == 0 {
 		s.anomaly(s.Tee, -1, "not reconciled: no record of the session's integrity log is covered by a trusted signature")
 		return
@@ -183,8 +186,8 @@ func (s *SessionReconciliation) reconcile(dir string) {
 		s.anomaly(logPath, -1, "not reconciled: %v", err)
 		return
 	}
-	tsPath := filepath.Join(dir, PTYDir, TypescriptFile)
-	ts, _, err := OpenRegular(dir, PTYDir+"/"+TypescriptFile)
+	tsPath := filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile)
+	ts, _, err := OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile)
 	if err != nil {
 		s.anomaly(tsPath, -1, "not reconciled: %v", err)
 		return
@@ -213,9 +216,9 @@ func (s *SessionReconciliation) reconcile(dir string) {
 // delivered returns the byte count the close record holds in attr, and the
 // record's seq; -1 (compare every recorded byte) when the session is
 // unfinalized or the record does not say.
-func delivered(recs []Record, attr string) (n, seq int64, err error) {
+func delivered(recs []integrity.Record, attr string) (n, seq int64, err error) {
 	for i := len(recs) - 1; i >= 0; i-- {
-		if recs[i].Type != TypeClose {
+		if recs[i].Type != vocab.TypeClose {
 			continue
 		}
 		v, ok := recs[i].Attrs[attr]
@@ -241,12 +244,12 @@ type segment struct {
 
 // sideSegments lists stream's bytes in record order, cut after limit bytes
 // (limit < 0: no cut), and their total.
-func sideSegments(recs []Record, stream string, limit int64) ([]segment, int64) {
+func sideSegments(recs []integrity.Record, stream string, limit int64) ([]segment, int64) {
 	var segs []segment
 	var total int64
 	for _, r := range recs {
 		d := r.Data
-		if (r.Type != TypeData && r.Type != TypeGap) || d == nil || d.Stream != stream || d.Len <= 0 {
+		if (r.Type != vocab.TypeData && r.Type != vocab.TypeGap) || d == nil || d.Stream != stream || d.Len <= 0 {
 			continue
 		}
 		n := d.Len

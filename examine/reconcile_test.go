@@ -1,4 +1,4 @@
-package integrity_test
+package examine_test
 
 import (
 	"crypto/ed25519"
@@ -15,7 +15,8 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -53,7 +54,7 @@ type sessionSpec struct {
 }
 
 type chunk struct {
-	stream string // integrity.StreamIn, StreamOut or StreamErr
+	stream string // vocab.StreamIn, vocab.StreamOut or vocab.StreamErr
 	p      string
 }
 
@@ -81,11 +82,11 @@ func recordSession(t *testing.T, runDir string, spec sessionSpec) (out, errOut [
 	}
 	for _, c := range spec.steps {
 		switch c.stream {
-		case integrity.StreamIn:
+		case vocab.StreamIn:
 			err = s.Input([]byte(c.p))
-		case integrity.StreamOut:
+		case vocab.StreamOut:
 			err, out = s.Output([]byte(c.p)), append(out, c.p...)
-		case integrity.StreamErr:
+		case vocab.StreamErr:
 			err, errOut = s.Stderr([]byte(c.p)), append(errOut, c.p...)
 		}
 		if err != nil {
@@ -163,10 +164,10 @@ func trusted(t *testing.T) []gossh.PublicKey { return []gossh.PublicKey{signer(t
 // ptySpec is an interactive session: output around some input.
 func ptySpec(id string) sessionSpec {
 	return sessionSpec{id: id, deliveredOut: -1, deliveredErr: -1, steps: []chunk{
-		{integrity.StreamOut, "$ "},
-		{integrity.StreamIn, "ls -l\r"},
-		{integrity.StreamOut, "ls -l\r\ntotal 0\r\n"},
-		{integrity.StreamOut, "-rw-r--r-- 1 kali kali 0 notes.txt\r\n$ "},
+		{vocab.StreamOut, "$ "},
+		{vocab.StreamIn, "ls -l\r"},
+		{vocab.StreamOut, "ls -l\r\ntotal 0\r\n"},
+		{vocab.StreamOut, "-rw-r--r-- 1 kali kali 0 notes.txt\r\n$ "},
 	}}
 }
 
@@ -222,9 +223,9 @@ func TestReconcileRun(t *testing.T) {
 // reconcileAndCheck reconciles the run in runDir, requires its one session
 // (id) to verify, and checks the reconciliation finds want at off in tee
 // (want "": nothing).
-func reconcileAndCheck(t *testing.T, runDir, id, tee, want string, off int64) *integrity.SessionReconciliation {
+func reconcileAndCheck(t *testing.T, runDir, id, tee, want string, off int64) *examine.SessionReconciliation {
 	t.Helper()
-	rr := integrity.VerifyRun(runDir, trusted(t))
+	rr := examine.VerifyRun(runDir, trusted(t))
 	sr := oneSession(t, rr, id)
 	if !sr.Report.OK() {
 		t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
@@ -234,7 +235,7 @@ func reconcileAndCheck(t *testing.T, runDir, id, tee, want string, off int64) *i
 }
 
 // oneSession returns the run's only session, which must be id.
-func oneSession(t *testing.T, rr *integrity.RunReport, id string) *integrity.SessionReconciliation {
+func oneSession(t *testing.T, rr *examine.RunReport, id string) *examine.SessionReconciliation {
 	t.Helper()
 	if len(rr.Sessions) != 1 || rr.Sessions[0].SessionID != id {
 		t.Fatalf("sessions = %+v, want just %s", rr.Sessions, id)
@@ -244,7 +245,7 @@ func oneSession(t *testing.T, rr *integrity.RunReport, id string) *integrity.Ses
 
 // checkOne checks that sr has exactly the anomaly want (none when want is
 // "") in file at offset off, and the run's verdict.
-func checkOne(t *testing.T, rr *integrity.RunReport, sr *integrity.SessionReconciliation, file, want string, off int64) {
+func checkOne(t *testing.T, rr *examine.RunReport, sr *examine.SessionReconciliation, file, want string, off int64) {
 	t.Helper()
 	if len(rr.Anomalies) != 0 {
 		t.Errorf("run anomalies: %v", rr.Anomalies)
@@ -273,9 +274,9 @@ func checkOne(t *testing.T, rr *integrity.RunReport, sr *integrity.SessionReconc
 // channel accepted.
 func TestReconcileStderrAndDelivered(t *testing.T) {
 	spec := sessionSpec{id: "exec-1", deliveredOut: 10, deliveredErr: 9, steps: []chunk{
-		{integrity.StreamOut, "line one\n"},
-		{integrity.StreamErr, "warning: x\n"},
-		{integrity.StreamOut, "line two\n"},
+		{vocab.StreamOut, "line one\n"},
+		{vocab.StreamErr, "warning: x\n"},
+		{vocab.StreamOut, "line two\n"},
 	}}
 	tests := []struct {
 		name    string
@@ -305,8 +306,8 @@ func TestReconcileStderrAndDelivered(t *testing.T) {
 // the tee's bytes are checked against it.
 func TestReconcileUnstored(t *testing.T) {
 	spec := sessionSpec{id: "capped", maxBytes: 8, deliveredOut: 24, deliveredErr: -1, steps: []chunk{
-		{integrity.StreamOut, "0123456789abcdef"},
-		{integrity.StreamOut, "ghijklmn"},
+		{vocab.StreamOut, "0123456789abcdef"},
+		{vocab.StreamOut, "ghijklmn"},
 	}}
 	tests := []struct {
 		name string
@@ -346,7 +347,7 @@ func TestReconcileMalformedTee(t *testing.T) {
 		good(out[30:]),
 	}
 	tee := writeTeeText(t, runDir, spec.id, strings.Join(lines, ""))
-	rr := integrity.VerifyRun(runDir, trusted(t))
+	rr := examine.VerifyRun(runDir, trusted(t))
 	sr := oneSession(t, rr, spec.id)
 	if rr.OK() {
 		t.Error("run with a malformed tee reported OK")
@@ -377,7 +378,7 @@ func TestReconcileRunLayout(t *testing.T) {
 		t.Fatal(err) // not a tee: no .jsonl suffix
 	}
 
-	rr := integrity.VerifyRun(runDir, trusted(t))
+	rr := examine.VerifyRun(runDir, trusted(t))
 	if rr.OK() {
 		t.Error("run with an orphan tee reported OK")
 	}
@@ -397,10 +398,10 @@ func TestReconcileRunLayout(t *testing.T) {
 	}
 
 	os.Remove(orphan)
-	if rr := integrity.VerifyRun(runDir, trusted(t)); !rr.OK() {
+	if rr := examine.VerifyRun(runDir, trusted(t)); !rr.OK() {
 		t.Errorf("without the orphan: not OK: %v", rr.Anomalies)
 	}
-	if rr := integrity.VerifyRun(t.TempDir(), trusted(t)); rr.OK() || len(rr.Anomalies) != 1 {
+	if rr := examine.VerifyRun(t.TempDir(), trusted(t)); rr.OK() || len(rr.Anomalies) != 1 {
 		t.Errorf("empty run dir: OK %v, anomalies %v; want the missing kali-side reported", rr.OK(), rr.Anomalies)
 	}
 }
@@ -421,7 +422,7 @@ func TestReconcileTamperedSession(t *testing.T) {
 	if err := os.WriteFile(ts, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rr := integrity.VerifyRun(runDir, trusted(t))
+	rr := examine.VerifyRun(runDir, trusted(t))
 	sr := oneSession(t, rr, "sess-1")
 	if rr.OK() || sr.Report.OK() {
 		t.Fatal("tampered session reported OK")
@@ -449,7 +450,7 @@ func TestReconcileLarge(t *testing.T) {
 		}
 	}
 	spec := sessionSpec{id: "big", deliveredOut: -1, deliveredErr: -1, steps: []chunk{
-		{integrity.StreamOut, string(p[0])}, {integrity.StreamIn, "q"}, {integrity.StreamOut, string(p[1])}, {integrity.StreamOut, string(p[2])},
+		{vocab.StreamOut, string(p[0])}, {vocab.StreamIn, "q"}, {vocab.StreamOut, string(p[1])}, {vocab.StreamOut, string(p[2])},
 	}}
 	tests := []struct {
 		name string
@@ -484,7 +485,7 @@ func TestReconcileSessionFromAnotherRun(t *testing.T) {
 	if err := os.Rename(runDir, other); err != nil {
 		t.Fatal(err)
 	}
-	rr := integrity.VerifyRun(other, trusted(t))
+	rr := examine.VerifyRun(other, trusted(t))
 	if rr.OK() || !strings.Contains(fmt.Sprint(oneSession(t, rr, "sess-1").Anomalies), `recorded for run "run-1"`) {
 		t.Errorf("a session of run-1 passed as part of run-2: %v", rr.Sessions[0].Anomalies)
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package integrity
+package examine
 
 import (
 	"os"

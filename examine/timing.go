@@ -1,65 +1,41 @@
-package integrity
+package examine
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
-	"fmt"
 	"io"
-	"strconv"
+
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
-// checkTiming checks that the timing file parses as util-linux's advanced
-// format and that its I and O totals match the stored bytes of the chain.
+// checkTiming checks that every line of the timing file is one the
+// recorder writes (scriptfmt, the one parser of the format), and that its
+// I and O totals match the stored bytes of the chain. A refused line is
+// reported with its line number and byte offset.
 func (v *verifier) checkTiming() {
 	var in, out int64
-	sc := bufio.NewScanner(io.NewSectionReader(v.tm, 0, v.tmSize))
-	sc.Buffer(make([]byte, 64<<10), 64<<10)
-	var off int64
-	for sc.Scan() {
-		line := sc.Bytes()
-		if err := timingTotals(line, &in, &out); err != nil {
-			v.anomaly(TimingFile, -1, off, "%v", err)
-			return
+	err := scriptfmt.Scan(io.NewSectionReader(v.tm, 0, v.tmSize), vocab.TimingFile, func(e scriptfmt.Entry) error {
+		switch e.Kind {
+		case 'I':
+			in += e.N
+		case 'O':
+			out += e.N
 		}
-		off += int64(len(line)) + 1
-	}
-	if err := sc.Err(); err != nil {
-		v.anomaly(TimingFile, -1, off, "%v", err)
+		return nil
+	})
+	if err != nil {
+		off := int64(-1)
+		var le *scriptfmt.LineError
+		if errors.As(err, &le) {
+			off = le.Off
+		}
+		v.anomaly(vocab.TimingFile, -1, off, "%v", err)
 		return
 	}
 	// Without a close record (a crash) the transcript may hold data whose
 	// log records were never flushed; the unfinalized anomaly says so.
 	if v.closeRec != nil && v.rep.Bytes.Stored-v.untimed != in+out {
-		v.anomaly(TimingFile, v.closeSeq, v.tmGood, "timing accounts for %d bytes (I %d + O %d), the chain for %d stored and timed",
+		v.anomaly(vocab.TimingFile, v.closeSeq, v.tmGood, "timing accounts for %d bytes (I %d + O %d), the chain for %d stored and timed",
 			in+out, in, out, v.rep.Bytes.Stored-v.untimed)
 	}
-}
-
-var errTimingLine = errors.New("not a timing line")
-
-func timingTotals(line []byte, in, out *int64) error {
-	f := bytes.Fields(line)
-	if len(f) < 3 || len(f[0]) != 1 {
-		return fmt.Errorf("%w: %.40q", errTimingLine, line)
-	}
-	if _, err := strconv.ParseFloat(string(f[1]), 64); err != nil {
-		return fmt.Errorf("%w: %.40q", errTimingLine, line)
-	}
-	switch f[0][0] {
-	case 'I', 'O':
-		n, err := strconv.ParseInt(string(f[2]), 10, 64)
-		if err != nil || n < 0 || len(f) != 3 {
-			return fmt.Errorf("%w: %.40q", errTimingLine, line)
-		}
-		if f[0][0] == 'I' {
-			*in += n
-		} else {
-			*out += n
-		}
-	case 'H', 'S':
-	default:
-		return fmt.Errorf("%w: %.40q", errTimingLine, line)
-	}
-	return nil
 }

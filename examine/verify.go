@@ -1,4 +1,11 @@
-package integrity
+// Package examine reads a capture folder back, as an examiner does, and
+// treats every file in it as hostile: it verifies a session's hash chain,
+// signatures, data digests and timing totals (Verify), reconciles a
+// harvested run with the tool server's tee (VerifyRun), exports a session
+// for asciinema or ssh-keygen, and opens files without following links.
+// It writes nothing into a capture folder, and it builds on every OS an
+// examiner's laptop runs.
+package examine
 
 import (
 	"bytes"
@@ -14,28 +21,9 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
-)
 
-// Names of the transcript files the log vouches for, inside <session>/pty/.
-const (
-	TypescriptFile = "typescript"
-	TimingFile     = "timing"
-	PTYDir         = "pty"
-)
-
-// Attribute names shared by the recorder (writer) and the verifier.
-const (
-	AttrRunID      = "run_id"
-	AttrSessionID  = "session_id"
-	AttrFormat     = "format"
-	AttrHeaderLen  = "ts_header_len"
-	AttrHeaderSum  = "ts_header_sha256"
-	AttrTSSize     = "ts_size"
-	AttrTSSHA256   = "ts_sha256"
-	AttrTMSize     = "tm_size"
-	AttrTMSHA256   = "tm_sha256"
-	AttrExitCode   = "exit_code"
-	AttrCloseBytes = "bytes_" // + stream: every byte counted, stored or not
+	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // Anomaly is one failed check, located as precisely as the evidence allows.
@@ -83,6 +71,9 @@ type Report struct {
 	LastVerifiedOffset int64 `json:"last_verified_ts_offset"`
 	// ChainedOffset is the typescript offset the chained records reach.
 	ChainedOffset int64 `json:"chained_ts_offset"`
+	// ChainHead is the hash of the last record that chains, which a
+	// recovery record continues from; not part of the printed report.
+	ChainHead string `json:"-"`
 }
 
 // Gap is data the log says was not stored, or not timed, and why.
@@ -111,9 +102,8 @@ type verifier struct {
 	tmSize    int64
 	headerLen int64
 	next      int64 // typescript offset the next stored data must start at
-	closeRec  *Record
+	closeRec  *integrity.Record
 	closeSeq  int64
-	lastHash  string // chain hash of the last record that chains
 	// untimed counts stored bytes whose timing entry could not be written
 	// (gap records with reason timing-write-failed).
 	untimed int64
@@ -141,26 +131,26 @@ func verify(dir string, keys Keys) (v *verifier) {
 		// report) down with it.
 		if p := recover(); p != nil {
 			rep.Finalized = false
-			v.anomaly(LogFile, rep.LastVerifiedSeq, -1, "verifier stopped on malformed evidence: %v", p)
+			v.anomaly(vocab.LogFile, rep.LastVerifiedSeq, -1, "verifier stopped on malformed evidence: %v", p)
 		}
 	}()
 	if len(keys.Trusted) == 0 {
 		v.anomaly("", -1, -1, "no trusted key given: signatures cannot be checked")
 	}
 	var err error
-	if v.ts, v.tsSize, err = OpenRegular(dir, PTYDir+"/"+TypescriptFile); err != nil {
-		v.anomaly(TypescriptFile, -1, -1, "%v", err)
+	if v.ts, v.tsSize, err = OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile); err != nil {
+		v.anomaly(vocab.TypescriptFile, -1, -1, "%v", err)
 	} else {
 		defer v.ts.Close()
 	}
-	if v.tm, v.tmSize, err = OpenRegular(dir, PTYDir+"/"+TimingFile); err != nil {
-		v.anomaly(TimingFile, -1, -1, "%v", err)
+	if v.tm, v.tmSize, err = OpenRegular(dir, vocab.PTYDir+"/"+vocab.TimingFile); err != nil {
+		v.anomaly(vocab.TimingFile, -1, -1, "%v", err)
 	} else {
 		defer v.tm.Close()
 	}
-	lr, err := openLog(dir, LogFile)
+	lr, err := openLog(dir, vocab.LogFile)
 	if err != nil {
-		v.anomaly(LogFile, -1, -1, "%v", err)
+		v.anomaly(vocab.LogFile, -1, -1, "%v", err)
 		return v
 	}
 	defer lr.Close()
@@ -190,10 +180,10 @@ func (v *verifier) replay(lr *logReader) (complete bool, nLines int) {
 		case err == io.EOF:
 			return true, i
 		case err != nil:
-			v.anomaly(LogFile, int64(i), ln.off, "%v", err)
+			v.anomaly(vocab.LogFile, int64(i), ln.off, "%v", err)
 			return false, i + 1
 		case !ln.complete:
-			v.anomaly(LogFile, int64(i), ln.off, "truncated record (no newline)")
+			v.anomaly(vocab.LogFile, int64(i), ln.off, "truncated record (no newline)")
 			return false, i + 1
 		case !v.chains(int64(i), ln, &prev):
 			return false, i + 1
@@ -206,31 +196,31 @@ func (v *verifier) replay(lr *logReader) (complete bool, nLines int) {
 func (v *verifier) chains(seq int64, ln logLine, prev *string) bool {
 	r, err := parseRecord(ln.text)
 	if err != nil {
-		v.anomaly(LogFile, seq, ln.off, "%v", err)
+		v.anomaly(vocab.LogFile, seq, ln.off, "%v", err)
 		return false
 	}
 	if seq == 0 {
 		if !v.checkOpen(&r, ln.off) {
 			return false
 		}
-		*prev = Seed(v.rep.RunID, v.rep.SessionID)
+		*prev = integrity.Seed(v.rep.RunID, v.rep.SessionID)
 	}
 	switch {
 	case r.Seq != uint64(seq):
-		v.anomaly(LogFile, seq, ln.off, "sequence %d where %d belongs (record removed, duplicated or reordered)", r.Seq, seq)
+		v.anomaly(vocab.LogFile, seq, ln.off, "sequence %d where %d belongs (record removed, duplicated or reordered)", r.Seq, seq)
 		return false
 	case r.Prev != *prev:
-		v.anomaly(LogFile, seq, ln.off, "previous-hash mismatch: the chain is broken before this record")
+		v.anomaly(vocab.LogFile, seq, ln.off, "previous-hash mismatch: the chain is broken before this record")
 		return false
-	case v.closeRec != nil && !(r.Type == TypeCheckpoint && seq == v.closeSeq+1):
-		v.anomaly(LogFile, seq, ln.off, "record after the close")
+	case v.closeRec != nil && !(r.Type == vocab.TypeCheckpoint && seq == v.closeSeq+1):
+		v.anomaly(vocab.LogFile, seq, ln.off, "record after the close")
 		return false
 	case !v.checkRecord(&r, seq, ln.off):
 		return false
 	}
 	sum := sha256.Sum256(ln.text)
 	*prev = hex.EncodeToString(sum[:])
-	v.lastHash = *prev
+	v.rep.ChainHead = *prev
 	v.rep.Records = int(seq) + 1
 	v.rep.ChainedOffset = v.next
 	return true
@@ -240,8 +230,8 @@ func (v *verifier) chains(seq int64, ln logLine, prev *string) bool {
 // line the writer would produce for that record: no trailing bytes, no
 // duplicate or reordered keys, no extra whitespace. The last line is hashed
 // by no later record, so only this keeps it from carrying additions.
-func parseRecord(line []byte) (Record, error) {
-	var r Record
+func parseRecord(line []byte) (integrity.Record, error) {
+	var r integrity.Record
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
@@ -254,25 +244,25 @@ func parseRecord(line []byte) (Record, error) {
 	return r, nil
 }
 
-func (v *verifier) checkOpen(r *Record, off int64) bool {
-	if r.Type != TypeOpen || r.Seq != 0 {
-		v.anomaly(LogFile, 0, off, "first record is not an open record")
+func (v *verifier) checkOpen(r *integrity.Record, off int64) bool {
+	if r.Type != vocab.TypeOpen || r.Seq != 0 {
+		v.anomaly(vocab.LogFile, 0, off, "first record is not an open record")
 		return false
 	}
-	v.rep.RunID, v.rep.SessionID, v.rep.Started = r.Attrs[AttrRunID], r.Attrs[AttrSessionID], r.Time
-	if r.Attrs[AttrFormat] != Format {
-		v.anomaly(LogFile, 0, off, "format %q, want %q", r.Attrs[AttrFormat], Format)
+	v.rep.RunID, v.rep.SessionID, v.rep.Started = r.Attrs[vocab.AttrRunID], r.Attrs[vocab.AttrSessionID], r.Time
+	if r.Attrs[vocab.AttrFormat] != vocab.Format {
+		v.anomaly(vocab.LogFile, 0, off, "format %q, want %q", r.Attrs[vocab.AttrFormat], vocab.Format)
 		return false
 	}
 	v.checkPlacement(off)
-	n, err := strconv.ParseInt(r.Attrs[AttrHeaderLen], 10, 64)
+	n, err := strconv.ParseInt(r.Attrs[vocab.AttrHeaderLen], 10, 64)
 	if err != nil || n <= 0 || n > maxHeaderLen {
-		v.anomaly(LogFile, 0, off, "open record has no plausible typescript header length")
+		v.anomaly(vocab.LogFile, 0, off, "open record has no plausible typescript header length")
 		return false
 	}
 	v.headerLen, v.next = n, n
 	if v.ts != nil {
-		v.checkHeaderLine(r.Attrs[AttrHeaderSum])
+		v.checkHeaderLine(r.Attrs[vocab.AttrHeaderSum])
 	}
 	return true
 }
@@ -287,10 +277,10 @@ const maxHeaderLen = 1 << 20
 func (v *verifier) checkPlacement(off int64) {
 	dir := filepath.Clean(v.rep.Dir)
 	if base := filepath.Base(dir); base != v.rep.SessionID {
-		v.anomaly(LogFile, 0, off, "log is for session %q but lies in %q", v.rep.SessionID, base)
+		v.anomaly(vocab.LogFile, 0, off, "log is for session %q but lies in %q", v.rep.SessionID, base)
 	}
 	if parent := filepath.Base(filepath.Dir(dir)); parent != v.rep.RunID && parent != kaliSideDir {
-		v.anomaly(LogFile, 0, off, "log is for run %q but lies under %q", v.rep.RunID, parent)
+		v.anomaly(vocab.LogFile, 0, off, "log is for run %q but lies under %q", v.rep.RunID, parent)
 	}
 }
 
@@ -300,23 +290,23 @@ func (v *verifier) checkHeaderLine(sum string) {
 	h := sha256.New()
 	n, _ := io.Copy(h, io.NewSectionReader(v.ts, 0, v.headerLen))
 	if n != v.headerLen || hex.EncodeToString(h.Sum(nil)) != sum {
-		v.anomaly(TypescriptFile, 0, 0, "bytes 0..%d (the script header line) differ from the open record", v.headerLen)
+		v.anomaly(vocab.TypescriptFile, 0, 0, "bytes 0..%d (the script header line) differ from the open record", v.headerLen)
 	}
 }
 
-func (v *verifier) checkRecord(r *Record, seq, off int64) bool {
+func (v *verifier) checkRecord(r *integrity.Record, seq, off int64) bool {
 	switch r.Type {
-	case TypeOpen:
+	case vocab.TypeOpen:
 		if seq != 0 {
-			v.anomaly(LogFile, seq, off, "second open record")
+			v.anomaly(vocab.LogFile, seq, off, "second open record")
 			return false
 		}
-	case TypeData, TypeGap:
+	case vocab.TypeData, vocab.TypeGap:
 		v.noteGap(r, seq)
 		return v.checkData(r, seq, off)
-	case TypeCheckpoint:
+	case vocab.TypeCheckpoint:
 		return v.checkCheckpoint(r, seq, off)
-	case TypeClose:
+	case vocab.TypeClose:
 		v.closeRec, v.closeSeq = r, seq
 	}
 	return true
@@ -324,8 +314,8 @@ func (v *verifier) checkRecord(r *Record, seq, off int64) bool {
 
 // noteGap lists a gap record in the report: lost or unstored data is
 // stated even when everything verifies.
-func (v *verifier) noteGap(r *Record, seq int64) {
-	if r.Type != TypeGap {
+func (v *verifier) noteGap(r *integrity.Record, seq int64) {
+	if r.Type != vocab.TypeGap {
 		return
 	}
 	g := Gap{Seq: seq, Reason: r.Attrs["reason"]}
@@ -335,37 +325,37 @@ func (v *verifier) noteGap(r *Record, seq int64) {
 		g.Stream = r.Attrs["stream"]
 		g.Len, _ = strconv.ParseInt(r.Attrs["len"], 10, 64)
 	}
-	if g.Reason == GapTimingWriteFailed {
+	if g.Reason == vocab.GapTimingWriteFailed {
 		v.untimed += g.Len
 	}
 	v.rep.Gaps = append(v.rep.Gaps, g)
 }
 
-func (v *verifier) checkData(r *Record, seq, off int64) bool {
+func (v *verifier) checkData(r *integrity.Record, seq, off int64) bool {
 	d := r.Data
 	if d == nil {
-		if r.Type == TypeData {
-			v.anomaly(LogFile, seq, off, "data record without data")
+		if r.Type == vocab.TypeData {
+			v.anomaly(vocab.LogFile, seq, off, "data record without data")
 			return false
 		}
 		return true
 	}
 	switch d.Stream {
-	case StreamIn:
+	case vocab.StreamIn:
 		v.rep.Bytes.In += d.Len
-	case StreamOut:
+	case vocab.StreamOut:
 		v.rep.Bytes.Out += d.Len
-	case StreamErr:
+	case vocab.StreamErr:
 		v.rep.Bytes.Err += d.Len
 	default:
-		v.anomaly(LogFile, seq, off, "unknown stream %q", d.Stream)
+		v.anomaly(vocab.LogFile, seq, off, "unknown stream %q", d.Stream)
 		return false
 	}
 	if d.Off < 0 || d.Len < 0 {
 		return d.Len >= 0 // counted, not stored: the digest is all there is
 	}
 	if d.Off != v.next {
-		v.anomaly(LogFile, seq, off, "data at typescript offset %d where %d belongs", d.Off, v.next)
+		v.anomaly(vocab.LogFile, seq, off, "data at typescript offset %d where %d belongs", d.Off, v.next)
 		return false
 	}
 	if v.ts == nil {
@@ -373,17 +363,17 @@ func (v *verifier) checkData(r *Record, seq, off int64) bool {
 	}
 	if d.Len > v.tsSize-d.Off {
 		// Read nothing the file does not hold: the claim alone is the anomaly.
-		v.anomaly(TypescriptFile, seq, v.tsSize, "typescript ends inside this record's %d bytes (truncated)", d.Len)
+		v.anomaly(vocab.TypescriptFile, seq, v.tsSize, "typescript ends inside this record's %d bytes (truncated)", d.Len)
 		return false
 	}
 	sum := sha256.New()
 	n, _ := io.Copy(sum, io.NewSectionReader(v.ts, d.Off, d.Len))
 	if n != d.Len {
-		v.anomaly(TypescriptFile, seq, d.Off+n, "typescript ends inside this record's %d bytes (truncated)", d.Len)
+		v.anomaly(vocab.TypescriptFile, seq, d.Off+n, "typescript ends inside this record's %d bytes (truncated)", d.Len)
 		return false
 	}
 	if hex.EncodeToString(sum.Sum(nil)) != d.SHA256 {
-		v.anomaly(TypescriptFile, seq, d.Off, "bytes %d..%d differ from the recorded digest", d.Off, d.Off+d.Len)
+		v.anomaly(vocab.TypescriptFile, seq, d.Off, "bytes %d..%d differ from the recorded digest", d.Off, d.Off+d.Len)
 		return false
 	}
 	v.next += d.Len
@@ -394,20 +384,20 @@ func (v *verifier) checkData(r *Record, seq, off int64) bool {
 // checkCheckpoint verifies a signed head. A bad signature ends trust in the
 // chain; a file whose prefix differs from what the head vouches for is an
 // anomaly located in that file, and the chain goes on.
-func (v *verifier) checkCheckpoint(r *Record, seq, off int64) bool {
-	pub, err := VerifySSHSIG(r.Sig, HeadNamespace, HeadMessage(v.rep.RunID, v.rep.SessionID, uint64(seq-1), r.Prev))
+func (v *verifier) checkCheckpoint(r *integrity.Record, seq, off int64) bool {
+	pub, err := integrity.VerifySSHSIG(r.Sig, integrity.HeadNamespace, integrity.HeadMessage(v.rep.RunID, v.rep.SessionID, uint64(seq-1), r.Prev))
 	if err != nil {
-		v.anomaly(LogFile, seq, off, "checkpoint signature: %v", err)
+		v.anomaly(vocab.LogFile, seq, off, "checkpoint signature: %v", err)
 		return false
 	}
 	if why := v.untrusted(pub); why != "" {
-		v.anomaly(LogFile, seq, off, "checkpoint %s", why)
+		v.anomaly(vocab.LogFile, seq, off, "checkpoint %s", why)
 		return false
 	}
 	v.rep.Signed++
 	v.rep.LastVerifiedSeq, v.rep.LastVerifiedOffset, v.rep.SignedRecords = seq, v.next, int(seq)+1
-	v.checkPrefix(v.ts, v.tsSize, TypescriptFile, r.Attrs[AttrTSSize], r.Attrs[AttrTSSHA256], seq, &v.tsGood)
-	v.checkPrefix(v.tm, v.tmSize, TimingFile, r.Attrs[AttrTMSize], r.Attrs[AttrTMSHA256], seq, &v.tmGood)
+	v.checkPrefix(v.ts, v.tsSize, vocab.TypescriptFile, r.Attrs[vocab.AttrTSSize], r.Attrs[vocab.AttrTSSHA256], seq, &v.tsGood)
+	v.checkPrefix(v.tm, v.tmSize, vocab.TimingFile, r.Attrs[vocab.AttrTMSize], r.Attrs[vocab.AttrTMSHA256], seq, &v.tmGood)
 	return true
 }
 
@@ -440,7 +430,7 @@ func containsKey(keys []gossh.PublicKey, pub gossh.PublicKey) bool {
 func (v *verifier) checkPrefix(f *os.File, fileSize int64, name, sizeAttr, sumAttr string, seq int64, good *int64) bool {
 	size, err := strconv.ParseInt(sizeAttr, 10, 64)
 	if err != nil || size < 0 || f == nil {
-		v.anomaly(LogFile, seq, -1, "record lacks the %s size and digest", name)
+		v.anomaly(vocab.LogFile, seq, -1, "record lacks the %s size and digest", name)
 		return false
 	}
 	h := sha256.New()
@@ -461,30 +451,30 @@ func (v *verifier) checkPrefix(f *os.File, fileSize int64, name, sizeAttr, sumAt
 // checkpoint as the very last record, whose file digests match.
 func (v *verifier) checkEnd(nLines int) {
 	if v.closeRec == nil {
-		v.anomaly(LogFile, v.rep.LastVerifiedSeq, -1,
+		v.anomaly(vocab.LogFile, v.rep.LastVerifiedSeq, -1,
 			"unfinalized: no close record (sidecar crash, or the log was cut); signed through record %d, typescript offset %d; %d records chain in all, reaching offset %d",
 			v.rep.LastVerifiedSeq, v.rep.LastVerifiedOffset, v.rep.Records, v.rep.ChainedOffset)
 		v.checkRecovery()
 		return
 	}
 	if v.rep.LastVerifiedSeq != v.closeSeq+1 || int64(nLines) != v.closeSeq+2 {
-		v.anomaly(LogFile, v.closeSeq, -1, "the close record is not followed by exactly one signed checkpoint")
+		v.anomaly(vocab.LogFile, v.closeSeq, -1, "the close record is not followed by exactly one signed checkpoint")
 		return
 	}
 	c := v.closeRec
-	ok := v.checkPrefix(v.ts, v.tsSize, TypescriptFile, c.Attrs[AttrTSSize], c.Attrs[AttrTSSHA256], v.closeSeq, &v.tsGood)
-	ok = v.checkPrefix(v.tm, v.tmSize, TimingFile, c.Attrs[AttrTMSize], c.Attrs[AttrTMSHA256], v.closeSeq, &v.tmGood) && ok
-	if size := c.Attrs[AttrTSSize]; ok && size != strconv.FormatInt(v.tsSize, 10) {
-		v.anomaly(TypescriptFile, v.closeSeq, v.tsSize, "file is %d bytes, the close record vouches for %s (bytes appended)", v.tsSize, size)
+	ok := v.checkPrefix(v.ts, v.tsSize, vocab.TypescriptFile, c.Attrs[vocab.AttrTSSize], c.Attrs[vocab.AttrTSSHA256], v.closeSeq, &v.tsGood)
+	ok = v.checkPrefix(v.tm, v.tmSize, vocab.TimingFile, c.Attrs[vocab.AttrTMSize], c.Attrs[vocab.AttrTMSHA256], v.closeSeq, &v.tmGood) && ok
+	if size := c.Attrs[vocab.AttrTSSize]; ok && size != strconv.FormatInt(v.tsSize, 10) {
+		v.anomaly(vocab.TypescriptFile, v.closeSeq, v.tsSize, "file is %d bytes, the close record vouches for %s (bytes appended)", v.tsSize, size)
 		ok = false
 	}
-	if size := c.Attrs[AttrTMSize]; ok && size != strconv.FormatInt(v.tmSize, 10) {
-		v.anomaly(TimingFile, v.closeSeq, v.tmSize, "file is %d bytes, the close record vouches for %s (bytes appended)", v.tmSize, size)
+	if size := c.Attrs[vocab.AttrTMSize]; ok && size != strconv.FormatInt(v.tmSize, 10) {
+		v.anomaly(vocab.TimingFile, v.closeSeq, v.tmSize, "file is %d bytes, the close record vouches for %s (bytes appended)", v.tmSize, size)
 		ok = false
 	}
-	for stream, n := range map[string]int64{StreamIn: v.rep.Bytes.In, StreamOut: v.rep.Bytes.Out, StreamErr: v.rep.Bytes.Err} {
-		if got := c.Attrs[AttrCloseBytes+stream]; got != strconv.FormatInt(n, 10) {
-			v.anomaly(LogFile, v.closeSeq, -1, "close record counts %s bytes of stream %s, the data records %d", got, stream, n)
+	for stream, n := range map[string]int64{vocab.StreamIn: v.rep.Bytes.In, vocab.StreamOut: v.rep.Bytes.Out, vocab.StreamErr: v.rep.Bytes.Err} {
+		if got := c.Attrs[vocab.AttrCloseBytes+stream]; got != strconv.FormatInt(n, 10) {
+			v.anomaly(vocab.LogFile, v.closeSeq, -1, "close record counts %s bytes of stream %s, the data records %d", got, stream, n)
 			ok = false
 		}
 	}

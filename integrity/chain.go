@@ -1,6 +1,8 @@
 // Package integrity is the hash chain of a session's evidence: an
 // append-only log of records, each carrying the hash of the one before,
-// with heads signed by the sidecar's SSH host key, and its verifier.
+// with heads signed by the sidecar's SSH host key (SSHSIG). The writer is
+// here; the examiner that reads a chain back is package examine, and the
+// record's names are in internal/vocab.
 package integrity
 
 import (
@@ -14,36 +16,8 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
-)
 
-// Format names the log's record format; the open record carries it.
-const Format = "aptl-integrity/1"
-
-// LogFile is the log's name beside the transcript.
-const LogFile = "integrity.jsonl"
-
-// Record types.
-const (
-	TypeOpen       = "open"
-	TypeData       = "data"
-	TypeGap        = "gap"
-	TypeCheckpoint = "checkpoint"
-	TypeClose      = "close"
-)
-
-// Reasons of gap records.
-const (
-	GapSizeLimit         = "size-limit"          // counted and digested, not stored
-	GapWriteFailed       = "write-failed"        // the typescript write failed
-	GapTimingWriteFailed = "timing-write-failed" // stored, but its timing entry failed
-)
-
-// Streams of data records: what the client sent, what the session printed
-// on its terminal or stdout, and stderr of a session without a PTY.
-const (
-	StreamIn  = "i"
-	StreamOut = "o"
-	StreamErr = "e"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // Record is one line of the log. The hash of a record is the SHA-256 of its
@@ -110,6 +84,15 @@ func NewWriter(w io.Writer, runID, sessionID string, signer gossh.Signer, now fu
 	return &Writer{w: w, run: runID, sess: sessionID, signer: signer, now: now, prev: Seed(runID, sessionID)}
 }
 
+// ContinueWriter continues a chain whose last record that checks out has
+// seq nextSeq-1 and hash prev: a restarted sidecar's recovery record
+// follows the log it did not close.
+func ContinueWriter(w io.Writer, runID, sessionID string, signer gossh.Signer, now func() time.Time, nextSeq uint64, prev string) *Writer {
+	c := NewWriter(w, runID, sessionID, signer, now)
+	c.seq, c.prev = nextSeq, prev
+	return c
+}
+
 // Append writes one record after any pending data.
 func (c *Writer) Append(typ string, attrs map[string]string) error {
 	if err := c.Flush(); err != nil {
@@ -147,7 +130,7 @@ func (c *Writer) Gap(stream string, p []byte, attrs map[string]string) error {
 		return err
 	}
 	sum := sha256.Sum256(p)
-	return c.write(Record{Type: TypeGap, Attrs: attrs,
+	return c.write(Record{Type: vocab.TypeGap, Attrs: attrs,
 		Data: &Data{Stream: stream, Off: -1, Len: int64(len(p)), SHA256: hex.EncodeToString(sum[:])}})
 }
 
@@ -158,8 +141,8 @@ func (c *Writer) TimingGap(stream string, n int, cause error) error {
 	if err := c.Flush(); err != nil {
 		return err
 	}
-	return c.write(Record{Type: TypeGap, Attrs: map[string]string{
-		"reason": GapTimingWriteFailed, "stream": stream, "len": strconv.Itoa(n), "error": cause.Error(),
+	return c.write(Record{Type: vocab.TypeGap, Attrs: map[string]string{
+		vocab.AttrReason: vocab.GapTimingWriteFailed, "stream": stream, "len": strconv.Itoa(n), "error": cause.Error(),
 	}})
 }
 
@@ -171,13 +154,13 @@ func (c *Writer) Flush() error {
 	d := c.pending
 	d.SHA256 = hex.EncodeToString(c.pendingSum.Sum(nil))
 	c.pending, c.pendingSum = nil, nil
-	typ := TypeData
+	typ := vocab.TypeData
 	if d.Off < 0 {
-		typ = TypeGap
+		typ = vocab.TypeGap
 	}
 	var attrs map[string]string
 	if d.Off < 0 {
-		attrs = map[string]string{"reason": GapSizeLimit, "stored": "false"}
+		attrs = map[string]string{vocab.AttrReason: vocab.GapSizeLimit, "stored": "false"}
 	}
 	return c.write(Record{Type: typ, Data: d, Attrs: attrs})
 }
@@ -196,7 +179,7 @@ func (c *Writer) Checkpoint(attrs map[string]string) error {
 		c.err = err
 		return err
 	}
-	return c.write(Record{Type: TypeCheckpoint, Attrs: attrs, Sig: sig})
+	return c.write(Record{Type: vocab.TypeCheckpoint, Attrs: attrs, Sig: sig})
 }
 
 // Seq returns the number of records written.

@@ -16,6 +16,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/creack/pty"
+
+	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 )
 
 // castEvent is one parsed event line.
@@ -72,7 +75,7 @@ func joinEvents(evs []castEvent, typ string) string {
 func exportCast(t *testing.T, dir string) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := ExportAsciicast(dir, &b); err != nil {
+	if err := examine.ExportAsciicast(dir, &b); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -94,7 +97,7 @@ var castSteps = []step{
 
 func TestAsciicastExport(t *testing.T) {
 	m := Meta{RunID: "run-7", SessionID: "sess-3", Term: "xterm-256color", TTY: "/dev/pts/3", Rows: 24, Cols: 80,
-		Headers: []Header{{"APTL_RUN_ID", "run-7"}, {"APTL_SESSION_ID", "sess-3"}}}
+		Headers: []Header{{Name: "APTL_RUN_ID", Value: "run-7"}, {Name: "APTL_SESSION_ID", Value: "sess-3"}}}
 	start := time.Now()
 	s, err := Create(t.TempDir(), m, testOptions())
 	if err != nil {
@@ -179,21 +182,21 @@ func TestAsciicastInvalidUTF8(t *testing.T) {
 	}
 }
 
-// TestAsciicastLargeEntry: an entry larger than castChunk becomes several
+// TestAsciicastLargeEntry: an entry larger than examine.CastChunk becomes several
 // events at the same time, and characters across their boundary survive.
 func TestAsciicastLargeEntry(t *testing.T) {
 	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm"}, testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := []byte("x" + strings.Repeat("é", castChunk)) // a character straddles every chunk boundary
+	big := []byte("x" + strings.Repeat("é", examine.CastChunk)) // a character straddles every chunk boundary
 	_, out := play(t, s, []step{{stream: 'O', p: big}})
 	if err := s.Close(0); err != nil {
 		t.Fatal(err)
 	}
 	_, evs := readCast(t, exportCast(t, s.Dir()))
 	if len(evs) < 3 {
-		t.Errorf("%d events for %d bytes, want it split into chunks of %d", len(evs), len(big), castChunk)
+		t.Errorf("%d events for %d bytes, want it split into chunks of %d", len(evs), len(big), examine.CastChunk)
 	}
 	for _, ev := range evs[1:] {
 		if ev.t != evs[0].t {
@@ -209,14 +212,14 @@ func TestAsciicastMalformedTiming(t *testing.T) {
 	tests := []struct {
 		name, line, want string
 	}{
-		{"unknown kind", "X 0.1 3", "timing:NN: not a script timing line (kind)"},
-		{"bad delay", "O soon 3", "(delay)"},
-		{"negative delay", "O -1.0 3", "(delay)"},
-		{"negative count", "O 0.1 -1", "(byte count)"},
-		{"extra field", "I 0.1 1 2", "(byte count)"},
-		{"bad size", "S 0.1 SIGWINCH ROWS=x COLS=1", "(window size)"},
-		{"past the typescript", "O 0.1 999999", "bytes after the header line, the timing accounts for"},
-		{"line too long", "H 0.0 X " + strings.Repeat("v", maxTimingLine), "timing:NN: bufio.Scanner: token too long"},
+		{"unknown kind", "X 0.100000 3", "timing:NN: " + scriptfmt.ErrTimingLine.Error() + " (kind"},
+		{"bad delay", "O soon 3", "(delay"},
+		{"negative delay", "O -1.000000 3", "(delay"},
+		{"negative count", "O 0.100000 -1", "(byte count)"},
+		{"extra field", "I 0.100000 1 2", "(byte count)"},
+		{"bad size", "S 0.100000 SIGWINCH ROWS=x COLS=1", "(window size"},
+		{"past the typescript", "O 0.100000 999999", "bytes after the header line, the timing accounts for"},
+		{"line too long", "H 0.000000 X " + strings.Repeat("v", scriptfmt.MaxLine), "timing:NN: " + scriptfmt.ErrTimingLine.Error() + ": line longer than"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,7 +241,7 @@ func TestAsciicastMalformedTiming(t *testing.T) {
 				t.Fatal(err)
 			}
 			var w bytes.Buffer
-			err = ExportAsciicast(s.Dir(), &w)
+			err = examine.ExportAsciicast(s.Dir(), &w)
 			want := strings.ReplaceAll(tt.want, "NN", strconv.Itoa(lineNo))
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("err = %v, want it to contain %q", err, want)

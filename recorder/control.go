@@ -3,6 +3,9 @@ package recorder
 import (
 	"strconv"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // Control events (window changes, and the requests a client sends while
@@ -13,21 +16,13 @@ import (
 // resizeRate: the PTY gets every one, and the next resize record carries
 // the last size and how many window changes it stands for. Past the bound
 // events are only counted, and Close states the excess in one
-// EventsDropped record before the close record.
+// events-dropped record (vocab.TypeEventsDropped) before the close record.
 
 // MaxControlRecords bounds the control records (Resize and Control) of one
 // session. With the records Create, Annotate and Close write and a
 // checkpoint at most per record, a control flood cannot grow the
 // integrity log past about twice this many records.
 const MaxControlRecords = 512
-
-// EventsDropped is the record type that states control events that were
-// counted but not recorded (the broker uses it for the request phase too).
-const EventsDropped = "events-dropped"
-
-// ReasonControlLimit is an EventsDropped record's reason for events past
-// MaxControlRecords.
-const ReasonControlLimit = "control-event-limit"
 
 // The resize token bucket: a burst of resizeBurst records, then resizeRate
 // per second; a human resizing a window stays well inside it.
@@ -75,7 +70,7 @@ func (c *controlState) full() bool { return c.records >= MaxControlRecords }
 // Control appends a control event the client caused while the session
 // runs (a request and the broker's decision) to the integrity log, within
 // MaxControlRecords; past it the event is only counted, for the
-// EventsDropped record at Close.
+// events-dropped record (vocab.TypeEventsDropped) at Close.
 func (s *Session) Control(typ string, attrs map[string]string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -84,7 +79,7 @@ func (s *Session) Control(typ string, attrs map[string]string) error {
 	}
 	if s.control.full() {
 		// Accepted signals were delivered: they get their own count.
-		if attrs["request"] == "signal" && attrs["accepted"] == "true" {
+		if attrs[vocab.AttrRequest] == "signal" && attrs[vocab.AttrAccepted] == "true" {
 			s.control.droppedSignals++
 		} else {
 			s.control.droppedRequests++
@@ -130,23 +125,23 @@ func (s *Session) recordResizes() error {
 		c.unrecorded = 0
 		return nil
 	}
-	attrs := map[string]string{"rows": strconv.Itoa(c.rows), "cols": strconv.Itoa(c.cols)}
+	attrs := map[string]string{vocab.AttrRows: strconv.Itoa(c.rows), vocab.AttrCols: strconv.Itoa(c.cols)}
 	if c.unrecorded > 1 {
-		attrs["count"] = strconv.Itoa(c.unrecorded)
+		attrs[vocab.AttrCount] = strconv.Itoa(c.unrecorded)
 	}
 	c.records++
 	c.unrecorded = 0
-	s.line = appendResize(s.line[:0], s.delayAt(c.at), c.rows, c.cols)
+	s.line = scriptfmt.AppendResize(s.line[:0], s.delayAt(c.at), c.rows, c.cols)
 	if err := s.fail(s.writeTiming(s.line)); err != nil {
 		return err
 	}
-	if err := s.fail(s.chain.Append("resize", attrs)); err != nil {
+	if err := s.fail(s.chain.Append(vocab.TypeResize, attrs)); err != nil {
 		return err
 	}
 	return s.dirtied(0)
 }
 
-// dropControlRecords writes the EventsDropped record, when events were
+// dropControlRecords writes the events-dropped record (vocab.TypeEventsDropped), when events were
 // only counted, with the counts and the last window size the PTY got.
 // Callers hold mu.
 func (s *Session) dropControlRecords() error {
@@ -156,15 +151,15 @@ func (s *Session) dropControlRecords() error {
 		return nil
 	}
 	attrs := map[string]string{
-		"reason":  ReasonControlLimit,
-		"limit":   strconv.Itoa(MaxControlRecords),
-		"count":   strconv.Itoa(total),
-		"resize":  strconv.Itoa(c.droppedResizes),
-		"signal":  strconv.Itoa(c.droppedSignals),
-		"request": strconv.Itoa(c.droppedRequests),
+		vocab.AttrReason:  vocab.ReasonControlLimit,
+		"limit":           strconv.Itoa(MaxControlRecords),
+		vocab.AttrCount:   strconv.Itoa(total),
+		vocab.AttrResize:  strconv.Itoa(c.droppedResizes),
+		vocab.AttrSignal:  strconv.Itoa(c.droppedSignals),
+		vocab.AttrRequest: strconv.Itoa(c.droppedRequests),
 	}
 	if c.droppedResizes > 0 {
-		attrs["rows"], attrs["cols"] = strconv.Itoa(c.rows), strconv.Itoa(c.cols)
+		attrs[vocab.AttrRows], attrs[vocab.AttrCols] = strconv.Itoa(c.rows), strconv.Itoa(c.cols)
 	}
-	return s.chain.Append(EventsDropped, attrs)
+	return s.chain.Append(vocab.TypeEventsDropped, attrs)
 }

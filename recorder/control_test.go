@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // TestResizesCoalesceBeforeData: window changes faster than the token
@@ -26,7 +28,7 @@ func TestResizesCoalesceBeforeData(t *testing.T) {
 
 	var resizes []integrity.Record
 	dataSeen := false
-	for _, line := range strings.Split(strings.TrimSpace(readRecord(t, s.Dir(), integrity.LogFile)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(readRecord(t, s.Dir(), vocab.LogFile)), "\n") {
 		var r integrity.Record
 		mustOK(t, json.Unmarshal([]byte(line), &r))
 		switch r.Type {
@@ -35,7 +37,7 @@ func TestResizesCoalesceBeforeData(t *testing.T) {
 				t.Errorf("resize record %d after the data that followed it", r.Seq)
 			}
 			resizes = append(resizes, r)
-		case integrity.TypeData:
+		case vocab.TypeData:
 			dataSeen = true
 		}
 	}
@@ -49,7 +51,7 @@ func TestResizesCoalesceBeforeData(t *testing.T) {
 	if n := strings.Count(readRecord(t, s.Dir(), "timing"), "SIGWINCH"); n != len(resizes) {
 		t.Errorf("%d SIGWINCH timing entries for %d resize records", n, len(resizes))
 	}
-	if rep := integrity.Verify(s.Dir(), trusted()); !rep.OK() {
+	if rep := examine.Verify(s.Dir(), trusted()); !rep.OK() {
 		t.Errorf("does not verify: %v", rep.Anomalies)
 	}
 }
@@ -65,14 +67,14 @@ func TestControlRecordsBounded(t *testing.T) {
 	mustOK(t, s.Control("request", map[string]string{"request": "x11-req", "accepted": "false"}))
 	mustOK(t, s.Resize(40, 120))
 	mustOK(t, s.Close(0))
-	log := readRecord(t, s.Dir(), integrity.LogFile)
+	log := readRecord(t, s.Dir(), vocab.LogFile)
 	if n := strings.Count(log, `"type":"request"`); n != MaxControlRecords {
 		t.Errorf("%d request records, want %d", n, MaxControlRecords)
 	}
-	want := map[string]string{"reason": ReasonControlLimit, "count": "12", "signal": "10", "request": "1", "resize": "1", "rows": "40", "cols": "120"}
+	want := map[string]string{"reason": vocab.ReasonControlLimit, "count": "12", "signal": "10", "request": "1", "resize": "1", "rows": "40", "cols": "120"}
 	for _, line := range strings.Split(log, "\n") {
 		var r integrity.Record
-		if json.Unmarshal([]byte(line), &r) != nil || r.Type != EventsDropped {
+		if json.Unmarshal([]byte(line), &r) != nil || r.Type != vocab.TypeEventsDropped {
 			continue
 		}
 		for k, v := range want {

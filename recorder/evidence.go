@@ -15,7 +15,8 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // The record's evidence side: the integrity log (package integrity) that
@@ -97,8 +98,8 @@ func (f *digestFile) attrs(into map[string]string, sizeName, sumName string) {
 
 func (s *Session) fileAttrs() map[string]string {
 	a := map[string]string{}
-	s.ts.attrs(a, integrity.AttrTSSize, integrity.AttrTSSHA256)
-	s.tm.attrs(a, integrity.AttrTMSize, integrity.AttrTMSHA256)
+	s.ts.attrs(a, vocab.AttrTSSize, vocab.AttrTSSHA256)
+	s.tm.attrs(a, vocab.AttrTMSize, vocab.AttrTMSHA256)
 	return a
 }
 
@@ -106,18 +107,18 @@ func (s *Session) fileAttrs() map[string]string {
 // starts in the typescript, the terminal, and every provenance header.
 func openAttrs(m Meta, headerLen int, headerSum string, opts Options) map[string]string {
 	a := map[string]string{
-		integrity.AttrFormat:    integrity.Format,
-		integrity.AttrRunID:     m.RunID,
-		integrity.AttrSessionID: m.SessionID,
-		integrity.AttrHeaderLen: strconv.Itoa(headerLen),
-		integrity.AttrHeaderSum: headerSum,
-		"command":               m.Command,
-		"term":                  m.Term,
-		"tty":                   m.TTY,
-		"cols":                  strconv.Itoa(m.Cols),
-		"rows":                  strconv.Itoa(m.Rows),
-		"sync":                  opts.Sync.String(),
-		"max_bytes":             strconv.FormatInt(opts.MaxBytes, 10),
+		vocab.AttrFormat:    vocab.Format,
+		vocab.AttrRunID:     m.RunID,
+		vocab.AttrSessionID: m.SessionID,
+		vocab.AttrHeaderLen: strconv.Itoa(headerLen),
+		vocab.AttrHeaderSum: headerSum,
+		"command":           m.Command,
+		"term":              m.Term,
+		"tty":               m.TTY,
+		"cols":              strconv.Itoa(m.Cols),
+		"rows":              strconv.Itoa(m.Rows),
+		"sync":              opts.Sync.String(),
+		"max_bytes":         strconv.FormatInt(opts.MaxBytes, 10),
 	}
 	for _, h := range m.Headers {
 		a[h.Name] = h.Value
@@ -209,9 +210,9 @@ func (s *Session) checkpointLocked() error {
 // It runs even after a write failure, so the log says how the record ended.
 func (s *Session) closeEvidence(exitCode int, extra []Header, failure error) error {
 	a := s.fileAttrs()
-	a[integrity.AttrExitCode] = strconv.Itoa(exitCode)
-	for _, stream := range []string{integrity.StreamIn, integrity.StreamOut, integrity.StreamErr} {
-		a[integrity.AttrCloseBytes+stream] = strconv.FormatInt(s.counted[stream], 10)
+	a[vocab.AttrExitCode] = strconv.Itoa(exitCode)
+	for _, stream := range []string{vocab.StreamIn, vocab.StreamOut, vocab.StreamErr} {
+		a[vocab.AttrCloseBytes+stream] = strconv.FormatInt(s.counted[stream], 10)
 	}
 	for _, h := range extra {
 		a[h.Name] = h.Value
@@ -219,7 +220,7 @@ func (s *Session) closeEvidence(exitCode int, extra []Header, failure error) err
 	if failure != nil {
 		a["write_error"] = failure.Error()
 	}
-	err := s.chain.Append(integrity.TypeClose, withExactValues(a))
+	err := s.chain.Append(vocab.TypeClose, withExactValues(a))
 	if err == nil {
 		err = s.chain.Checkpoint(s.fileAttrs())
 	}
@@ -239,7 +240,7 @@ func (s *Session) storable(p []byte) (stored, rest []byte) {
 	}
 	if !s.capped {
 		s.capped = true
-		s.fail(s.writeTiming(appendHeaders(nil, []Header{{"APTL_SIZE_LIMIT", "reached at " + strconv.FormatInt(s.opts.MaxBytes, 10) + " bytes; later data is counted and digested in the integrity log, not stored"}})))
+		s.fail(s.writeTiming(scriptfmt.AppendHeaders(nil, []Header{{Name: vocab.HeaderSizeLimit, Value: "reached at " + strconv.FormatInt(s.opts.MaxBytes, 10) + " bytes; later data is counted and digested in the integrity log, not stored"}})))
 	}
 	return p[:room], p[room:]
 }

@@ -10,7 +10,8 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 func trusted() []gossh.PublicKey { return []gossh.PublicKey{testOptions().Signer.PublicKey()} }
@@ -22,8 +23,8 @@ func TestRecordVerifies(t *testing.T) {
 	mustOK(t, s.Resize(30, 100))
 	mustOK(t, s.Event("request", map[string]string{"request": "signal", "name": "INT", "accepted": "true"}))
 	mustOK(t, s.Stderr([]byte("err")))
-	mustOK(t, s.Close(0, Header{"APTL_CLOSE_REASON", "shell-exited"}))
-	rep := integrity.Verify(s.Dir(), trusted())
+	mustOK(t, s.Close(0, Header{Name: "APTL_CLOSE_REASON", Value: "shell-exited"}))
+	rep := examine.Verify(s.Dir(), trusted())
 	if !rep.OK() {
 		t.Fatalf("fresh record does not verify: %v", rep.Anomalies)
 	}
@@ -41,7 +42,7 @@ func TestCheckpointsByVolume(t *testing.T) {
 		mustOK(t, s.Output(chunk))
 	}
 	mustOK(t, s.Close(0))
-	rep := integrity.Verify(s.Dir(), trusted())
+	rep := examine.Verify(s.Dir(), trusted())
 	if !rep.OK() || rep.Signed < 3 {
 		t.Fatalf("signed checkpoints = %d, anomalies %v; want 2 on the way and 1 at close", rep.Signed, rep.Anomalies)
 	}
@@ -59,14 +60,14 @@ func TestSizeCapKeepsTheChain(t *testing.T) {
 		mustOK(t, s.Output([]byte(fmt.Sprintf("%099d\n", i))))
 	}
 	mustOK(t, s.Close(0))
-	rep := integrity.Verify(s.Dir(), trusted())
+	rep := examine.Verify(s.Dir(), trusted())
 	if !rep.OK() {
 		t.Fatalf("capped record does not verify: %v", rep.Anomalies)
 	}
 	if rep.Bytes.Out != 3000 || rep.Bytes.Stored != 1000 {
 		t.Errorf("counted %d, stored %d; want 3000 and 1000", rep.Bytes.Out, rep.Bytes.Stored)
 	}
-	log := readRecord(t, s.Dir(), integrity.LogFile)
+	log := readRecord(t, s.Dir(), vocab.LogFile)
 	if !strings.Contains(log, `"type":"gap"`) || !strings.Contains(log, `"reason":"size-limit"`) {
 		t.Error("the log does not say data went unstored")
 	}
@@ -85,7 +86,7 @@ func TestStrictSyncWritesLogBeforeReturning(t *testing.T) {
 	defer s.Close(0)
 	mustOK(t, s.Output([]byte("durable")))
 	// No Close, no tick: the data record must already be in the file.
-	if log := readRecord(t, s.Dir(), integrity.LogFile); !strings.Contains(log, `"type":"data"`) {
+	if log := readRecord(t, s.Dir(), vocab.LogFile); !strings.Contains(log, `"type":"data"`) {
 		t.Error("strict mode returned before the data record was written")
 	}
 }
@@ -125,7 +126,7 @@ func BenchmarkOutput(b *testing.B) {
 			}
 			b.StopTimer()
 			s.Close(0)
-			st, _ := os.Stat(filepath.Join(s.Dir(), "pty", integrity.LogFile))
+			st, _ := os.Stat(filepath.Join(s.Dir(), "pty", vocab.LogFile))
 			_, out := s.Bytes()
 			b.ReportMetric(float64(st.Size())/(float64(out)/(1<<20)), "log-bytes/MiB")
 		})
@@ -150,7 +151,7 @@ func BenchmarkVerify(b *testing.B) {
 	}
 	b.SetBytes(size)
 	for b.Loop() {
-		if rep := integrity.Verify(s.Dir(), trusted()); !rep.OK() {
+		if rep := examine.Verify(s.Dir(), trusted()); !rep.OK() {
 			b.Fatal(rep.Anomalies)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 var (
@@ -41,9 +43,9 @@ const (
 	dirMode  = 0o700
 	fileMode = 0o600
 
-	ptyDirName     = integrity.PTYDir
-	typescriptName = integrity.TypescriptFile
-	timingName     = integrity.TimingFile
+	ptyDirName     = vocab.PTYDir
+	typescriptName = vocab.TypescriptFile
+	timingName     = vocab.TimingFile
 )
 
 // ValidID reports whether s satisfies the lab's canonical id rule:
@@ -76,9 +78,6 @@ func ReservedRunID(name string) bool {
 	}
 	return false
 }
-
-// Header is one provenance line written as `H <delay> NAME VALUE` in the timing file.
-type Header struct{ Name, Value string }
 
 // Meta describes a session when its record is created.
 type Meta struct {
@@ -139,7 +138,7 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	// Nothing but the header is in the typescript yet: its running digest
 	// is the header's.
 	headerSum := hex.EncodeToString(s.ts.sum.Sum(nil))
-	if err := s.chain.Append(integrity.TypeOpen, openAttrs(m, int(s.ts.size), headerSum, opts)); err != nil {
+	if err := s.chain.Append(vocab.TypeOpen, openAttrs(m, int(s.ts.size), headerSum, opts)); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -157,7 +156,7 @@ func (s *Session) openFiles() error {
 		return err
 	}
 	s.tm = newDigestFile(tm)
-	s.log, err = s.dirs.createFile(integrity.LogFile)
+	s.log, err = s.dirs.createFile(vocab.LogFile)
 	return err
 }
 
@@ -179,7 +178,7 @@ func checkMeta(m Meta) error {
 // could not read back as one token.
 func checkHeaderNames(hs []Header) error {
 	for _, h := range hs {
-		if !validHeaderName(h.Name) {
+		if !scriptfmt.ValidHeaderName(h.Name) {
 			return fmt.Errorf("recorder: header %.64q: %w", h.Name, errHeaderName)
 		}
 	}

@@ -120,11 +120,11 @@ func TestCreateRefusesBeforeTouchingDisk(t *testing.T) {
 		{"session empty", Meta{RunID: "r", SessionID: ""}, ErrInvalidID},
 		{"session slash", Meta{RunID: "r", SessionID: "../../etc"}, ErrInvalidID},
 		{"session NUL", Meta{RunID: "r", SessionID: "s\x00"}, ErrInvalidID},
-		{"header lowercase", Meta{RunID: "r", SessionID: "s", Headers: []Header{{"aptl_x", "v"}}}, errHeaderName},
-		{"header space", Meta{RunID: "r", SessionID: "s", Headers: []Header{{"APTL X", "v"}}}, errHeaderName},
-		{"header newline", Meta{RunID: "r", SessionID: "s", Headers: []Header{{"APTL\nO", "v"}}}, errHeaderName},
-		{"header empty", Meta{RunID: "r", SessionID: "s", Headers: []Header{{"", "v"}}}, errHeaderName},
-		{"header too long", Meta{RunID: "r", SessionID: "s", Headers: []Header{{strings.Repeat("A", 129), "v"}}}, errHeaderName},
+		{"header lowercase", Meta{RunID: "r", SessionID: "s", Headers: []Header{{Name: "aptl_x", Value: "v"}}}, errHeaderName},
+		{"header space", Meta{RunID: "r", SessionID: "s", Headers: []Header{{Name: "APTL X", Value: "v"}}}, errHeaderName},
+		{"header newline", Meta{RunID: "r", SessionID: "s", Headers: []Header{{Name: "APTL\nO", Value: "v"}}}, errHeaderName},
+		{"header empty", Meta{RunID: "r", SessionID: "s", Headers: []Header{{Name: "", Value: "v"}}}, errHeaderName},
+		{"header too long", Meta{RunID: "r", SessionID: "s", Headers: []Header{{Name: strings.Repeat("A", 129), Value: "v"}}}, errHeaderName},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // maxRecoveryScan bounds the sessions the startup scan looks at.
@@ -18,7 +20,7 @@ const maxRecoveryScan = 100000
 
 // RecoverUnfinalized finds the sessions under root that the sidecar never
 // finalized (it crashed or was killed mid-session) and gives each a signed
-// recovery record (integrity.Recover), so that the cut is stated rather
+// recovery record (Recover), so that the cut is stated rather
 // than silent. It returns the directories it recovered; a session that
 // cannot be recovered is reported in the joined error and left as found.
 func RecoverUnfinalized(root string, opts Options) ([]string, error) {
@@ -55,7 +57,7 @@ func RecoverUnfinalized(root string, opts Options) ([]string, error) {
 				}
 				continue
 			}
-			if err := integrity.Recover(dir, opts.Signer, time.Now); err != nil {
+			if err := Recover(dir, opts.Signer, time.Now); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -68,13 +70,13 @@ func RecoverUnfinalized(root string, opts Options) ([]string, error) {
 // needsRecovery reports whether dir has a log that does not end with a
 // close record and its checkpoint, and no recovery file yet. It reads only
 // the log's tail, so a start does not re-read every transcript. The log is
-// opened as every record file read back is (integrity.OpenRegular): a log
+// opened as every record file read back is (examine.OpenRegular): a log
 // that is a link or a named pipe is an error naming it, never a hang.
 func needsRecovery(dir string) (bool, error) {
-	if _, err := os.Lstat(filepath.Join(dir, integrity.PTYDir, integrity.RecoveryFile)); err == nil {
+	if _, err := os.Lstat(filepath.Join(dir, vocab.PTYDir, vocab.RecoveryFile)); err == nil {
 		return false, nil
 	}
-	f, size, err := integrity.OpenRegular(dir, integrity.PTYDir+"/"+integrity.LogFile)
+	f, size, err := examine.OpenRegular(dir, vocab.PTYDir+"/"+vocab.LogFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -95,5 +97,5 @@ func needsRecovery(dir string) (bool, error) {
 	if json.Unmarshal(lines[len(lines)-2], &closing) != nil || json.Unmarshal(lines[len(lines)-1], &last) != nil {
 		return true, nil
 	}
-	return !(closing.Type == integrity.TypeClose && last.Type == integrity.TypeCheckpoint), nil
+	return !(closing.Type == vocab.TypeClose && last.Type == vocab.TypeCheckpoint), nil
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 )
 
 // needScriptreplay returns the path of util-linux scriptreplay, skipping the
@@ -127,10 +129,10 @@ func TestReplayRoundTrip(t *testing.T) {
 	s := newTestSession(t, Meta{
 		RunID: "run-1", SessionID: "s1", Shell: "/bin/bash",
 		Term: "xterm-256color", TTY: "/dev/pts/3", Rows: 24, Cols: 80,
-		Headers: []Header{{"APTL_RUN_ID", "run-1"}},
+		Headers: []Header{{Name: "APTL_RUN_ID", Value: "run-1"}},
 	})
 	in, out := play(t, s, roundTripSteps())
-	if err := s.Close(3, Header{"APTL_CLOSE_REASON", "exit"}); err != nil {
+	if err := s.Close(3, Header{Name: "APTL_CLOSE_REASON", Value: "exit"}); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	// scriptreplay prints one "\n" after the last step.
@@ -156,10 +158,10 @@ func TestHeaderValuesCannotBreakLines(t *testing.T) {
 	const escaped = `x\nO 0.000000 5\r\x1b[2J\x1b]0;pwn\a\x00\x7f\u202e\xff"q"\\`
 	s := newTestSession(t, Meta{
 		RunID: "r", SessionID: "s", Command: evil, Shell: evil, Term: evil, TTY: evil,
-		Rows: 24, Cols: 80, Headers: []Header{{"APTL_NOTE", evil}},
+		Rows: 24, Cols: 80, Headers: []Header{{Name: "APTL_NOTE", Value: evil}},
 	})
 	in, out := play(t, s, []step{{stream: 'O', p: []byte("body\r\n")}, {stream: 'I', p: []byte("q\r")}})
-	if err := s.Close(1, Header{"APTL_CLOSE_REASON", evil}); err != nil {
+	if err := s.Close(1, Header{Name: "APTL_CLOSE_REASON", Value: evil}); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	assertSameBytes(t, "--stream out", replay(t, bin, s.Dir(), "out"), append(out, '\n'))
@@ -203,8 +205,8 @@ func TestLongHeaderValueTruncatedInTimingOnly(t *testing.T) {
 	assertSameBytes(t, "--stream in", replay(t, bin, s.Dir(), "in"), append(in, '\n'))
 
 	cmd, _ := headerValue(timingHeaders(t, readRecord(t, s.Dir(), "timing")), "COMMAND")
-	if len(cmd) > maxHeaderValue || !strings.HasSuffix(cmd, truncMark) ||
-		strings.Trim(strings.TrimSuffix(cmd, truncMark), `\x1b`) != "" {
+	if len(cmd) > scriptfmt.MaxHeaderValue || !strings.HasSuffix(cmd, scriptfmt.TruncMark) ||
+		strings.Trim(strings.TrimSuffix(cmd, scriptfmt.TruncMark), `\x1b`) != "" {
 		t.Errorf("H COMMAND: %d bytes, suffix %q", len(cmd), cmd[max(len(cmd)-20, 0):])
 	}
 	first, _, _ := strings.Cut(readRecord(t, s.Dir(), "typescript"), "\n")
@@ -220,7 +222,7 @@ func TestExactFormat(t *testing.T) {
 	s, err := create(t.TempDir(), Meta{
 		RunID: "r", SessionID: "s", Command: `printf "hi\n"; exit 3`, Shell: "/bin/bash",
 		Term: "xterm", TTY: "/dev/pts/0", Rows: 24, Cols: 80,
-		Headers: []Header{{"APTL_RUN_ID", "r"}},
+		Headers: []Header{{Name: "APTL_RUN_ID", Value: "r"}},
 	}, testOptions(), clk.now)
 	if err != nil {
 		t.Fatalf("create: %v", err)
@@ -232,7 +234,7 @@ func TestExactFormat(t *testing.T) {
 	clk.advance(1100 * time.Millisecond)
 	mustOK(t, s.Resize(40, 120))
 	clk.advance(20 * time.Millisecond)
-	mustOK(t, s.Close(3, Header{"APTL_CLOSE_REASON", "exit"}, Header{"APTL_EMPTY", ""}))
+	mustOK(t, s.Close(3, Header{Name: "APTL_CLOSE_REASON", Value: "exit"}, Header{Name: "APTL_EMPTY", Value: ""}))
 
 	wantTS := `Script started on 2026-11-30 16:18:11+00:00 [COMMAND="printf \"hi\\n\"; exit 3" TERM="xterm" TTY="/dev/pts/0" COLUMNS="80" LINES="24"]` + "\n" +
 		"hi\r\nabc\nScript done on 2026-11-30 16:18:12+00:00 [COMMAND_EXIT_CODE=\"3\"]\n"
@@ -316,7 +318,7 @@ func timingHeaders(t *testing.T, timing string) []Header {
 			t.Fatalf("timing line %d does not parse: %q", i+1, line)
 		}
 		if m[1] != "" {
-			hs = append(hs, Header{m[1], m[2]})
+			hs = append(hs, Header{Name: m[1], Value: m[2]})
 		}
 	}
 	return hs

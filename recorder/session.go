@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // Session is one session's open record.
@@ -55,15 +57,15 @@ func (s *Session) Dir() string { return s.dirs.path }
 
 // Input appends p, bytes sent to the PTY, to the typescript and an
 // `I <delay> <n>` entry to the timing file.
-func (s *Session) Input(p []byte) error { return s.record('I', integrity.StreamIn, p, &s.in) }
+func (s *Session) Input(p []byte) error { return s.record('I', vocab.StreamIn, p, &s.in) }
 
 // Output appends p, bytes read from the PTY (or a session's stdout), to the
 // typescript and an `O <delay> <n>` entry to the timing file.
-func (s *Session) Output(p []byte) error { return s.record('O', integrity.StreamOut, p, &s.out) }
+func (s *Session) Output(p []byte) error { return s.record('O', vocab.StreamOut, p, &s.out) }
 
 // Stderr records the stderr of a session without a PTY: output to script's
 // format, its own stream in the integrity log.
-func (s *Session) Stderr(p []byte) error { return s.record('O', integrity.StreamErr, p, &s.out) }
+func (s *Session) Stderr(p []byte) error { return s.record('O', vocab.StreamErr, p, &s.out) }
 
 // Event appends an SSH control event (a request, a refusal, a signal) to
 // the integrity log, in order with the bytes.
@@ -100,7 +102,7 @@ func (s *Session) Annotate(headers ...Header) error {
 	for _, h := range headers {
 		attrs[h.Name] = h.Value
 	}
-	err := errors.Join(s.writeTiming(appendHeaders(nil, headers)), s.chain.Append("annotate", withExactValues(attrs)))
+	err := errors.Join(s.writeTiming(scriptfmt.AppendHeaders(nil, headers)), s.chain.Append(vocab.TypeAnnotate, withExactValues(attrs)))
 	if s.fail(err) != nil {
 		return err
 	}
@@ -132,7 +134,7 @@ func (s *Session) record(stream byte, logStream string, p []byte, count *atomic.
 	if n > 0 {
 		// Time whatever reached the typescript, even after a short write,
 		// so the two files stay aligned for scriptreplay.
-		s.line = appendTiming(s.line[:0], stream, s.delay(), n)
+		s.line = scriptfmt.AppendTiming(s.line[:0], stream, s.delay(), n)
 		errs = append(errs, s.chain.Data(logStream, off, stored[:n]))
 		if terr := s.writeTiming(s.line); terr != nil {
 			errs = append(errs, terr, s.chain.TimingGap(logStream, n, terr))
@@ -140,7 +142,7 @@ func (s *Session) record(stream byte, logStream string, p []byte, count *atomic.
 	}
 	if werr != nil {
 		werr = fmt.Errorf("recorder: write typescript: %w", werr)
-		errs = append(errs, werr, s.chain.Gap(logStream, stored[n:], map[string]string{"reason": integrity.GapWriteFailed, "error": werr.Error()}))
+		errs = append(errs, werr, s.chain.Gap(logStream, stored[n:], map[string]string{vocab.AttrReason: vocab.GapWriteFailed, "error": werr.Error()}))
 	}
 	if len(rest) > 0 {
 		errs = append(errs, s.chain.Data(logStream, -1, rest))
@@ -198,10 +200,10 @@ func (s *Session) writeTiming(b []byte) error {
 
 // writeStart writes the typescript header line and the start H entries.
 func (s *Session) writeStart(m Meta, wall time.Time) error {
-	if _, err := s.ts.Write(startLine(m, wall)); err != nil {
+	if _, err := s.ts.Write(scriptfmt.StartLine(m.start(), wall)); err != nil {
 		return fmt.Errorf("recorder: write typescript header: %w", err)
 	}
-	return s.writeTiming(appendHeaders(nil, startHeaders(m, wall)))
+	return s.writeTiming(scriptfmt.AppendHeaders(nil, startHeaders(m, wall)))
 }
 
 // Close writes the trailer (`\nScript done on <time> [COMMAND_EXIT_CODE="N"]\n`),
@@ -247,18 +249,14 @@ func (s *Session) Close(exitCode int, extra ...Header) error {
 // entries, in the order of script's log_close.
 func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 	now := s.now()
-	b := append([]byte("\nScript done on "), now.AppendFormat(nil, timeLayout)...)
-	b = append(b, ` [COMMAND_EXIT_CODE="`...)
-	b = strconv.AppendInt(b, int64(exitCode), 10)
-	b = append(b, "\"]\n"...)
-	if _, err := s.ts.Write(b); err != nil {
+	if _, err := s.ts.Write(scriptfmt.DoneLine(now, exitCode)); err != nil {
 		return fmt.Errorf("recorder: write typescript trailer: %w", err)
 	}
 	hs := []Header{
-		{"DURATION", string(appendSeconds(nil, s.elapsedAt(now)))},
-		{"EXIT_CODE", strconv.Itoa(exitCode)},
+		{Name: "DURATION", Value: string(scriptfmt.AppendSeconds(nil, s.elapsedAt(now)))},
+		{Name: "EXIT_CODE", Value: strconv.Itoa(exitCode)},
 	}
-	return s.writeTiming(appendHeaders(nil, append(hs, extra...)))
+	return s.writeTiming(scriptfmt.AppendHeaders(nil, append(hs, extra...)))
 }
 
 // syncAndClose makes the record durable: the three files, then the folders

@@ -120,7 +120,7 @@ func TestCloseIsFinal(t *testing.T) {
 	mustOK(t, s.Close(0))
 	ts, tm := readRecord(t, s.Dir(), "typescript"), readRecord(t, s.Dir(), "timing")
 
-	if err := s.Close(1, Header{"APTL_X", "again"}); err != nil {
+	if err := s.Close(1, Header{Name: "APTL_X", Value: "again"}); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
 	}
 	for name, err := range map[string]error{
@@ -181,7 +181,7 @@ func TestWriteFailureIsSticky(t *testing.T) {
 
 func TestCloseWithBadHeaderNameStillCloses(t *testing.T) {
 	s := newTestSession(t, Meta{RunID: "r", SessionID: "s"})
-	err := s.Close(2, Header{"APTL_OK", "v"}, Header{"bad name", "v"})
+	err := s.Close(2, Header{Name: "APTL_OK", Value: "v"}, Header{Name: "bad name", Value: "v"})
 	if !errors.Is(err, errHeaderName) {
 		t.Fatalf("Close = %v, want errHeaderName", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -82,7 +83,7 @@ func TestControlEventFloodIsBounded(t *testing.T) {
 			recordedResizes += attrInt(t, r, "count", 1)
 		case r.Type == "request" && r.Attrs["request"] == "signal":
 			recordedSignals++
-		case r.Type == recorder.EventsDropped:
+		case r.Type == vocab.TypeEventsDropped:
 			dropped = &recs[i]
 		}
 	}
@@ -90,7 +91,7 @@ func TestControlEventFloodIsBounded(t *testing.T) {
 	if control > recorder.MaxControlRecords {
 		t.Errorf("%d control records, want at most %d", control, recorder.MaxControlRecords)
 	}
-	if n := counts[integrity.TypeCheckpoint]; n > recorder.MaxControlRecords+16 {
+	if n := counts[vocab.TypeCheckpoint]; n > recorder.MaxControlRecords+16 {
 		t.Errorf("%d checkpoints for a control flood, want at most %d", n, recorder.MaxControlRecords+16)
 	}
 	if len(recs) > 2*recorder.MaxControlRecords+16 {
@@ -98,9 +99,9 @@ func TestControlEventFloodIsBounded(t *testing.T) {
 	}
 	t.Logf("record types %v; resizes recorded %d (with counts); signals recorded %d", counts, recordedResizes, recordedSignals)
 	if dropped == nil {
-		t.Fatalf("no %s record states the excess; record types: %v", recorder.EventsDropped, counts)
+		t.Fatalf("no %s record states the excess; record types: %v", vocab.TypeEventsDropped, counts)
 	}
-	if dropped.Attrs["reason"] != recorder.ReasonControlLimit {
+	if dropped.Attrs["reason"] != vocab.ReasonControlLimit {
 		t.Errorf("events-dropped reason = %q", dropped.Attrs["reason"])
 	}
 	droppedResizes, droppedSignals := attrInt(t, *dropped, "resize", 0), attrInt(t, *dropped, "signal", 0)
@@ -125,7 +126,7 @@ func windowChange(cols, rows uint32) []byte {
 // readIntegrityLog parses a session's integrity log, one record per line.
 func readIntegrityLog(t *testing.T, dir string) []integrity.Record {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "pty", integrity.LogFile))
+	data, err := os.ReadFile(filepath.Join(dir, "pty", vocab.LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}

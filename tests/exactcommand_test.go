@@ -10,7 +10,8 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // TestInvalidUTF8CommandRecordedExactly runs an exec whose command is not
@@ -27,7 +28,7 @@ func TestInvalidUTF8CommandRecordedExactly(t *testing.T) {
 	}
 	dir := h.sessionDir("_unbound", "bytes-1")
 	open := readIntegrityLog(t, dir)[0]
-	if open.Type != integrity.TypeOpen {
+	if open.Type != vocab.TypeOpen {
 		t.Fatalf("first record is %q", open.Type)
 	}
 	exact, err := base64.StdEncoding.DecodeString(open.Attrs["command_b64"])
@@ -47,7 +48,7 @@ func TestInvalidUTF8CommandRecordedExactly(t *testing.T) {
 	if err != nil || header != string(exact) {
 		t.Errorf("typescript header COMMAND %q (%v) and the record's %q differ", header, err, exact)
 	}
-	if rep := integrity.Verify(dir, []gossh.PublicKey{h.hostKey}); !rep.OK() {
+	if rep := examine.Verify(dir, []gossh.PublicKey{h.hostKey}); !rep.OK() {
 		t.Errorf("record does not verify: %v", rep.Anomalies)
 	}
 }

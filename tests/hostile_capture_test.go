@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // TestHostileCaptureFolderDoesNotHangStartup leaves two unfinalized
@@ -25,7 +25,7 @@ func TestHostileCaptureFolderDoesNotHangStartup(t *testing.T) {
 	zero := writeUnfinalized(t, root, "_unbound", "ts-devzero", signer, nil)
 	fifo := writeUnfinalized(t, root, "_unbound", "ts-fifo", signer, nil)
 	replace := func(dir string, with func(path string) error) {
-		path := filepath.Join(dir, "pty", integrity.TypescriptFile)
+		path := filepath.Join(dir, "pty", vocab.TypescriptFile)
 		if err := os.Remove(path); err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func TestHostileCaptureFolderDoesNotHangStartup(t *testing.T) {
 		}
 	}
 	for dir, kind := range map[string]string{zero: "symbolic link", fifo: "named pipe"} {
-		if _, err := os.Lstat(filepath.Join(dir, "pty", integrity.RecoveryFile)); err == nil {
+		if _, err := os.Lstat(filepath.Join(dir, "pty", vocab.RecoveryFile)); err == nil {
 			t.Errorf("%s: a recovery record was signed over a typescript that is a %s", dir, kind)
 		}
 		pub := writePubKey(t, signer.PublicKey())

@@ -19,7 +19,9 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // recordSession records a real PTY session with output, input, a window
@@ -44,9 +46,9 @@ func recordSession(t *testing.T, h *harness, id string) string {
 	return h.sessionDir("tamper", id)
 }
 
-func verifyOK(t *testing.T, dir string, key gossh.PublicKey) *integrity.Report {
+func verifyOK(t *testing.T, dir string, key gossh.PublicKey) *examine.Report {
 	t.Helper()
-	rep := integrity.Verify(dir, []gossh.PublicKey{key})
+	rep := examine.Verify(dir, []gossh.PublicKey{key})
 	if !rep.OK() {
 		t.Fatalf("untouched session does not verify: %v", rep.Anomalies)
 	}
@@ -58,7 +60,7 @@ func verifyOK(t *testing.T, dir string, key gossh.PublicKey) *integrity.Report {
 func copySession(t *testing.T, src string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), filepath.Base(filepath.Dir(src)), filepath.Base(src))
-	for _, name := range []string{"typescript", "timing", integrity.LogFile} {
+	for _, name := range []string{"typescript", "timing", vocab.LogFile} {
 		data, err := os.ReadFile(filepath.Join(src, "pty", name))
 		if err != nil {
 			t.Fatal(err)
@@ -143,15 +145,15 @@ func TestTamperMatrix(t *testing.T) {
 		{"timing byte flipped", "timing", func(t *testing.T, d string) {
 			edit(t, d, "timing", flipAt(frac(1, 2)))
 		}, "timing"},
-		{"log byte flipped", integrity.LogFile, func(t *testing.T, d string) {
-			edit(t, d, integrity.LogFile, func(b []byte) []byte {
+		{"log byte flipped", vocab.LogFile, func(t *testing.T, d string) {
+			edit(t, d, vocab.LogFile, func(b []byte) []byte {
 				ls := logLines(b)
 				i := bytes.Index(ls[2], []byte(`"t":"`)) + 8 // a digit of the year
 				ls[2] = bytes.Clone(ls[2])
 				ls[2][i] ^= 0x01
 				return joinLines(ls)
 			})
-		}, integrity.LogFile},
+		}, vocab.LogFile},
 		{"typescript emptied", "typescript", func(t *testing.T, d string) { edit(t, d, "typescript", cutAt(frac(0, 1))) }, "typescript"},
 		{"typescript cut in header", "typescript", func(t *testing.T, d string) {
 			edit(t, d, "typescript", cutAt(func([]byte) int { return headerLen / 2 }))
@@ -162,34 +164,34 @@ func TestTamperMatrix(t *testing.T) {
 		}, "typescript"},
 		{"timing cut early", "timing", func(t *testing.T, d string) { edit(t, d, "timing", cutAt(frac(1, 10))) }, "timing"},
 		{"timing cut late", "timing", func(t *testing.T, d string) { edit(t, d, "timing", cutAt(frac(9, 10))) }, "timing"},
-		{"log cut mid-record", integrity.LogFile, func(t *testing.T, d string) {
-			edit(t, d, integrity.LogFile, cutAt(frac(1, 2)))
-		}, integrity.LogFile},
-		{"log cut at a record boundary", integrity.LogFile, func(t *testing.T, d string) {
-			edit(t, d, integrity.LogFile, func(b []byte) []byte { return joinLines(logLines(b)[:4]) })
-		}, integrity.LogFile},
-		{"record removed", integrity.LogFile, func(t *testing.T, d string) {
-			edit(t, d, integrity.LogFile, func(b []byte) []byte {
+		{"log cut mid-record", vocab.LogFile, func(t *testing.T, d string) {
+			edit(t, d, vocab.LogFile, cutAt(frac(1, 2)))
+		}, vocab.LogFile},
+		{"log cut at a record boundary", vocab.LogFile, func(t *testing.T, d string) {
+			edit(t, d, vocab.LogFile, func(b []byte) []byte { return joinLines(logLines(b)[:4]) })
+		}, vocab.LogFile},
+		{"record removed", vocab.LogFile, func(t *testing.T, d string) {
+			edit(t, d, vocab.LogFile, func(b []byte) []byte {
 				ls := logLines(b)
 				return joinLines(append(ls[:3:3], ls[4:]...))
 			})
-		}, integrity.LogFile},
-		{"record duplicated", integrity.LogFile, func(t *testing.T, d string) {
-			edit(t, d, integrity.LogFile, func(b []byte) []byte {
+		}, vocab.LogFile},
+		{"record duplicated", vocab.LogFile, func(t *testing.T, d string) {
+			edit(t, d, vocab.LogFile, func(b []byte) []byte {
 				ls := logLines(b)
 				return joinLines(append(ls[:4:4], ls[3:]...))
 			})
-		}, integrity.LogFile},
-		{"records reordered", integrity.LogFile, func(t *testing.T, d string) {
-			edit(t, d, integrity.LogFile, func(b []byte) []byte {
+		}, vocab.LogFile},
+		{"records reordered", vocab.LogFile, func(t *testing.T, d string) {
+			edit(t, d, vocab.LogFile, func(b []byte) []byte {
 				ls := logLines(b)
 				ls[3], ls[4] = ls[4], ls[3]
 				return joinLines(ls)
 			})
-		}, integrity.LogFile},
-		{"garbage appended to log", integrity.LogFile, func(t *testing.T, d string) {
-			edit(t, d, integrity.LogFile, func(b []byte) []byte { return append(bytes.Clone(b), "{\"seq\":999}\n"...) })
-		}, integrity.LogFile},
+		}, vocab.LogFile},
+		{"garbage appended to log", vocab.LogFile, func(t *testing.T, d string) {
+			edit(t, d, vocab.LogFile, func(b []byte) []byte { return append(bytes.Clone(b), "{\"seq\":999}\n"...) })
+		}, vocab.LogFile},
 		{"garbage appended to typescript", "typescript", func(t *testing.T, d string) {
 			edit(t, d, "typescript", func(b []byte) []byte { return append(bytes.Clone(b), "rm -rf /\n"...) })
 		}, "typescript"},
@@ -200,31 +202,31 @@ func TestTamperMatrix(t *testing.T) {
 			other, _ := os.ReadFile(filepath.Join(dirB, "pty", "typescript"))
 			edit(t, d, "typescript", func([]byte) []byte { return other })
 		}, "typescript"},
-		{"close record missing", integrity.LogFile, func(t *testing.T, d string) {
-			edit(t, d, integrity.LogFile, func(b []byte) []byte {
+		{"close record missing", vocab.LogFile, func(t *testing.T, d string) {
+			edit(t, d, vocab.LogFile, func(b []byte) []byte {
 				ls := logLines(b)
 				return joinLines(ls[:len(ls)-2])
 			})
-		}, integrity.LogFile},
-		{"bytes added to the last record", integrity.LogFile, func(t *testing.T, d string) {
-			edit(t, d, integrity.LogFile, func(b []byte) []byte {
+		}, vocab.LogFile},
+		{"bytes added to the last record", vocab.LogFile, func(t *testing.T, d string) {
+			edit(t, d, vocab.LogFile, func(b []byte) []byte {
 				return append(bytes.TrimSuffix(bytes.Clone(b), []byte("\n")), " {\"note\":\"x\"}\n"...)
 			})
-		}, integrity.LogFile},
-		{"absurd header length in the open record", integrity.LogFile, func(t *testing.T, d string) {
-			edit(t, d, integrity.LogFile, func(b []byte) []byte {
+		}, vocab.LogFile},
+		{"absurd header length in the open record", vocab.LogFile, func(t *testing.T, d string) {
+			edit(t, d, vocab.LogFile, func(b []byte) []byte {
 				return regexp.MustCompile(`"ts_header_len":"\d+"`).ReplaceAll(b, []byte(`"ts_header_len":"99999999999999"`))
 			})
-		}, integrity.LogFile},
-		{"re-chained without the host key", integrity.LogFile, func(t *testing.T, d string) {
+		}, vocab.LogFile},
+		{"re-chained without the host key", vocab.LogFile, func(t *testing.T, d string) {
 			rechainAfterEdit(t, d)
-		}, integrity.LogFile},
+		}, vocab.LogFile},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := copySession(t, dirA)
 			tc.mutate(t, d)
-			rep := integrity.Verify(d, []gossh.PublicKey{h.hostKey})
+			rep := examine.Verify(d, []gossh.PublicKey{h.hostKey})
 			if rep.OK() || len(rep.Anomalies) == 0 {
 				t.Fatalf("tampering with %s went undetected", tc.file)
 			}
@@ -245,7 +247,7 @@ func TestTamperMatrix(t *testing.T) {
 		if err := os.Rename(d, moved); err != nil {
 			t.Fatal(err)
 		}
-		if rep := integrity.Verify(moved, []gossh.PublicKey{h.hostKey}); rep.OK() {
+		if rep := examine.Verify(moved, []gossh.PublicKey{h.hostKey}); rep.OK() {
 			t.Error("session A's files verified as session B")
 		}
 	})
@@ -258,12 +260,12 @@ func TestTamperMatrix(t *testing.T) {
 		if err := os.Rename(d, moved); err != nil {
 			t.Fatal(err)
 		}
-		if rep := integrity.Verify(moved, []gossh.PublicKey{h.hostKey}); rep.OK() {
+		if rep := examine.Verify(moved, []gossh.PublicKey{h.hostKey}); rep.OK() {
 			t.Error("run tamper's session verified under another run")
 		}
 	})
 	t.Run("untrusted key", func(t *testing.T) {
-		if rep := integrity.Verify(dirA, []gossh.PublicKey{h.client.PublicKey()}); rep.OK() {
+		if rep := examine.Verify(dirA, []gossh.PublicKey{h.client.PublicKey()}); rep.OK() {
 			t.Error("verified against a key that did not sign")
 		}
 	})
@@ -276,7 +278,7 @@ func rechainAfterEdit(t *testing.T, d string) {
 	t.Helper()
 	tsPath := filepath.Join(d, "pty", "typescript")
 	ts, _ := os.ReadFile(tsPath)
-	ls := logLines(mustRead(t, filepath.Join(d, "pty", integrity.LogFile)))
+	ls := logLines(mustRead(t, filepath.Join(d, "pty", vocab.LogFile)))
 	prev := ""
 	for i, l := range ls {
 		var r integrity.Record
@@ -286,7 +288,7 @@ func rechainAfterEdit(t *testing.T, d string) {
 		if i > 0 {
 			r.Prev = prev
 		}
-		if r.Type == integrity.TypeData && r.Data.Stream == integrity.StreamOut && prev != "" && r.Data.Len > 4 {
+		if r.Type == vocab.TypeData && r.Data.Stream == vocab.StreamOut && prev != "" && r.Data.Len > 4 {
 			copy(ts[r.Data.Off:], "FAKE")
 			sum := sha256.Sum256(ts[r.Data.Off : r.Data.Off+r.Data.Len])
 			r.Data.SHA256 = hex.EncodeToString(sum[:])
@@ -299,7 +301,7 @@ func rechainAfterEdit(t *testing.T, d string) {
 	if err := os.WriteFile(tsPath, ts, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(d, "pty", integrity.LogFile), joinLines(ls), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(d, "pty", vocab.LogFile), joinLines(ls), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -340,7 +342,7 @@ func TestSidecarKilledMidSession(t *testing.T) {
 		t.Fatalf("records: %v", dirs)
 	}
 	key := readHostKey(t, filepath.Join(work, "aptl-dev", "state"))
-	rep := integrity.Verify(dirs[0], []gossh.PublicKey{key})
+	rep := examine.Verify(dirs[0], []gossh.PublicKey{key})
 	if rep.OK() || rep.Finalized {
 		t.Fatal("a session cut by SIGKILL verified as OK")
 	}
@@ -357,11 +359,11 @@ func TestSidecarKilledMidSession(t *testing.T) {
 	// session stays unfinalized.
 	srv2, _, logs := startServe(t, bin, work, "--ready-file", filepath.Join(work, "ready"))
 	waitFor(t, 10*time.Second, "the recovery record", func() bool {
-		_, err := os.Stat(filepath.Join(dirs[0], "pty", integrity.RecoveryFile))
+		_, err := os.Stat(filepath.Join(dirs[0], "pty", vocab.RecoveryFile))
 		return err == nil && strings.Contains(logs.String(), "unfinalized session recovered")
 	})
 	srv2.Process.Kill()
-	rep = integrity.Verify(dirs[0], []gossh.PublicKey{key})
+	rep = examine.Verify(dirs[0], []gossh.PublicKey{key})
 	if rep.OK() || !strings.Contains(fmt.Sprint(rep.Anomalies), "the sidecar restarted on") {
 		t.Errorf("after recovery: OK=%v anomalies %v", rep.OK(), rep.Anomalies)
 	}
@@ -427,12 +429,12 @@ func TestControlEventsInChain(t *testing.T) {
 	}
 	h.waitIdle(t)
 	dir := h.sessionDir("_unbound", "ev-1")
-	if rep := integrity.Verify(dir, []gossh.PublicKey{h.hostKey}); !rep.OK() {
+	if rep := examine.Verify(dir, []gossh.PublicKey{h.hostKey}); !rep.OK() {
 		t.Fatalf("record does not verify: %v", rep.Anomalies)
 	}
 	var requests []map[string]string
 	var open, closing map[string]string
-	for _, l := range logLines(mustRead(t, filepath.Join(dir, "pty", integrity.LogFile))) {
+	for _, l := range logLines(mustRead(t, filepath.Join(dir, "pty", vocab.LogFile))) {
 		var r integrity.Record
 		if err := json.Unmarshal(l, &r); err != nil {
 			t.Fatal(err)
@@ -440,9 +442,9 @@ func TestControlEventsInChain(t *testing.T) {
 		switch r.Type {
 		case "request":
 			requests = append(requests, r.Attrs)
-		case integrity.TypeOpen:
+		case vocab.TypeOpen:
 			open = r.Attrs
-		case integrity.TypeClose:
+		case vocab.TypeClose:
 			closing = r.Attrs
 		}
 	}
@@ -466,10 +468,10 @@ func TestControlEventsInChain(t *testing.T) {
 	if open["command"] != "echo hi" || open["APTL_CLIENT_KEY"] == "" || open["APTL_HOST_KEY"] == "" {
 		t.Errorf("open record lacks the command or identities: %v", open)
 	}
-	if closing["APTL_CLOSE_REASON"] != "shell-exited" || closing[integrity.AttrExitCode] != "0" {
+	if closing["APTL_CLOSE_REASON"] != "shell-exited" || closing[vocab.AttrExitCode] != "0" {
 		t.Errorf("close record: %v", closing)
 	}
-	if bytes.Contains(mustRead(t, filepath.Join(dir, "pty", integrity.LogFile)), []byte(canary)) {
+	if bytes.Contains(mustRead(t, filepath.Join(dir, "pty", vocab.LogFile)), []byte(canary)) {
 		t.Error("an env value other than an id reached the integrity log")
 	}
 }
@@ -501,7 +503,7 @@ func TestVerifyAndExportCommands(t *testing.T) {
 	tampered := copySession(t, dir)
 	edit(t, tampered, "typescript", flipAt(frac(1, 2)))
 	out, err = exec.Command(bin, "verify", "--key", pub, "--json", tampered).CombinedOutput()
-	var rep integrity.Report
+	var rep examine.Report
 	if code := exitCodeOf(err); code != 1 || json.Unmarshal(out, &rep) != nil || len(rep.Anomalies) == 0 {
 		t.Fatalf("verify of a tampered record: exit %d\n%s", code, out)
 	}

@@ -10,7 +10,10 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // TestRecoveryStatesUnsignedRecords recovers a session cut after records
@@ -19,29 +22,29 @@ import (
 func TestRecoveryStatesUnsignedRecords(t *testing.T) {
 	signer := newTestSigner(t)
 	dir := writeUnfinalized(t, t.TempDir(), "run-r", "sess-r", signer, nil)
-	if err := integrity.Recover(dir, signer, time.Now); err != nil {
+	if err := recorder.Recover(dir, signer, time.Now); err != nil {
 		t.Fatal(err)
 	}
 	var rec integrity.Record
-	first := logLines(mustRead(t, filepath.Join(dir, "pty", integrity.RecoveryFile)))[0]
+	first := logLines(mustRead(t, filepath.Join(dir, "pty", vocab.RecoveryFile)))[0]
 	if err := json.Unmarshal(first, &rec); err != nil {
 		t.Fatal(err)
 	}
 	if rec.Attrs["unsigned_records"] != "3-4" || rec.Attrs["last_signed_record"] != "2" {
 		t.Errorf("recovery record attrs %v: want unsigned_records 3-4 and last_signed_record 2", rec.Attrs)
 	}
-	rep := integrity.Verify(dir, []gossh.PublicKey{signer.PublicKey()})
+	rep := examine.Verify(dir, []gossh.PublicKey{signer.PublicKey()})
 	if msg := fmt.Sprint(rep.Anomalies); !strings.Contains(msg, "records 3-4 were not signed before the crash") {
 		t.Errorf("verify does not report the records unsigned before the crash: %v", rep.Anomalies)
 	}
 
 	// A session whose every record was signed says so too.
 	clean := writeUnfinalized(t, t.TempDir(), "run-r", "sess-c", signer, nil)
-	edit(t, clean, integrity.LogFile, func(b []byte) []byte { return joinLines(logLines(b)[:3]) })
-	if err := integrity.Recover(clean, signer, time.Now); err != nil {
+	edit(t, clean, vocab.LogFile, func(b []byte) []byte { return joinLines(logLines(b)[:3]) })
+	if err := recorder.Recover(clean, signer, time.Now); err != nil {
 		t.Fatal(err)
 	}
-	rep = integrity.Verify(clean, []gossh.PublicKey{signer.PublicKey()})
+	rep = examine.Verify(clean, []gossh.PublicKey{signer.PublicKey()})
 	if msg := fmt.Sprint(rep.Anomalies); !strings.Contains(msg, "every record was signed before the crash") {
 		t.Errorf("verify does not say every record was signed: %v", rep.Anomalies)
 	}

@@ -8,7 +8,8 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // TestSessionSymlinksNotFollowed replaces files of a finalized session by
@@ -34,7 +35,7 @@ func TestSessionSymlinksNotFollowed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cases := []string{"pty/" + integrity.TypescriptFile, "pty/" + integrity.TimingFile, "pty/" + integrity.LogFile, "pty"}
+	cases := []string{"pty/" + vocab.TypescriptFile, "pty/" + vocab.TimingFile, "pty/" + vocab.LogFile, "pty"}
 	for i, rel := range cases {
 		t.Run(rel, func(t *testing.T) {
 			runDir := filepath.Join(t.TempDir(), "run-s")
@@ -51,7 +52,7 @@ func TestSessionSymlinksNotFollowed(t *testing.T) {
 				t.Fatalf("the intact session does not verify: exit %d\n%s", code, out)
 			}
 			linkTo(session, rel)
-			if rep := integrity.Verify(session, []gossh.PublicKey{signer.PublicKey()}); rep.OK() {
+			if rep := examine.Verify(session, []gossh.PublicKey{signer.PublicKey()}); rep.OK() {
 				t.Errorf("Verify followed the symbolic link %s", rel)
 			}
 			for _, args := range [][]string{
@@ -65,10 +66,10 @@ func TestSessionSymlinksNotFollowed(t *testing.T) {
 			}
 			// export head reads only the log; asciicast the timing and typescript.
 			var exports [][]string
-			if rel != "pty/"+integrity.TypescriptFile && rel != "pty/"+integrity.TimingFile {
+			if rel != "pty/"+vocab.TypescriptFile && rel != "pty/"+vocab.TimingFile {
 				exports = append(exports, []string{"export", "--format", "head", "--out", t.TempDir(), session})
 			}
-			if rel != "pty/"+integrity.LogFile {
+			if rel != "pty/"+vocab.LogFile {
 				exports = append(exports, []string{"export", "--format", "asciicast", "--out", filepath.Join(t.TempDir(), "s.cast"), session})
 			}
 			for _, args := range exports {

@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/integrity"
-	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 func init() {
@@ -55,7 +55,7 @@ func runExport(args []string) int {
 	}
 	if err != nil {
 		// The error may carry names from the session folder: escaped.
-		fmt.Fprintln(os.Stderr, integrity.Escape("aptl-kali-capture export: "+err.Error()))
+		fmt.Fprintln(os.Stderr, examine.Escape("aptl-kali-capture export: "+err.Error()))
 		return exitFailure
 	}
 	return exitOK
@@ -75,11 +75,11 @@ func exportAsciicast(dir, out string) (err error) {
 		}()
 		w = f
 	}
-	return recorder.ExportAsciicast(dir, w)
+	return examine.ExportAsciicast(dir, w)
 }
 
 func exportHead(dir, out string) error {
-	msg, sig, err := integrity.LastHead(dir)
+	msg, sig, err := examine.LastHead(dir)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/examine"
 )
 
 func init() {
@@ -44,17 +44,17 @@ func runVerify(args []string) int {
 	}
 	trusted, err := loadTrustedKeys(keys)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, integrity.Escape("aptl-kali-capture verify: "+err.Error()))
+		fmt.Fprintln(os.Stderr, examine.Escape("aptl-kali-capture verify: "+err.Error()))
 		return exitUsage
 	}
 	ok := true
 	if *runDir != "" {
-		rr := integrity.VerifyRunKeys(*runDir, trusted)
+		rr := examine.VerifyRunKeys(*runDir, trusted)
 		ok = rr.OK()
 		printRunReport(os.Stdout, rr, *asJSON)
 	} else {
 		for _, dir := range fs.Args() {
-			rep := integrity.VerifyKeys(dir, trusted)
+			rep := examine.VerifyKeys(dir, trusted)
 			ok = rep.OK() && ok
 			printReport(os.Stdout, rep, *asJSON)
 		}
@@ -67,14 +67,14 @@ func runVerify(args []string) int {
 
 // loadTrustedKeys reads public keys from authorized_keys-style (.pub) or
 // known_hosts files; known_hosts @revoked keys are kept as revoked.
-func loadTrustedKeys(paths []string) (integrity.Keys, error) {
-	var keys integrity.Keys
+func loadTrustedKeys(paths []string) (examine.Keys, error) {
+	var keys examine.Keys
 	for _, p := range paths {
 		data, err := readKeyFile(p)
 		if err != nil {
 			return keys, fmt.Errorf("--key: %w", err)
 		}
-		k, err := integrity.ParseKeys(data, "--key "+p)
+		k, err := examine.ParseKeys(data, "--key "+p)
 		if err != nil {
 			return keys, err
 		}
@@ -83,7 +83,7 @@ func loadTrustedKeys(paths []string) (integrity.Keys, error) {
 	return keys, nil
 }
 
-// maxKeyFileRead bounds what is read of a --key file; integrity.ParseKeys
+// maxKeyFileRead bounds what is read of a --key file; examine.ParseKeys
 // refuses anything larger than its own, smaller bound.
 const maxKeyFileRead = 8 << 20
 
@@ -97,13 +97,13 @@ func readKeyFile(path string) ([]byte, error) {
 }
 
 // printLine writes one line of the text report. Run and session ids,
-// paths and anomaly messages come from hostile files: integrity.Escape
+// paths and anomaly messages come from hostile files: examine.Escape
 // keeps their control characters from reaching the terminal.
 func printLine(w io.Writer, format string, args ...any) {
-	fmt.Fprintln(w, integrity.Escape(fmt.Sprintf(format, args...)))
+	fmt.Fprintln(w, examine.Escape(fmt.Sprintf(format, args...)))
 }
 
-func printReport(w io.Writer, rep *integrity.Report, asJSON bool) {
+func printReport(w io.Writer, rep *examine.Report, asJSON bool) {
 	if asJSON {
 		json.NewEncoder(w).Encode(rep)
 		return
@@ -125,7 +125,7 @@ func printReport(w io.Writer, rep *integrity.Report, asJSON bool) {
 	}
 }
 
-func printRunReport(w io.Writer, rr *integrity.RunReport, asJSON bool) {
+func printRunReport(w io.Writer, rr *examine.RunReport, asJSON bool) {
 	if asJSON {
 		json.NewEncoder(w).Encode(rr)
 		return

@@ -1,0 +1,71 @@
+package examine_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+)
+
+// rejectedTimingLines reads the parser's table of lines the recorder never
+// writes (internal/scriptfmt/testdata/rejected-lines.txt), so that the
+// parser and the verifier are held to the same list.
+func rejectedTimingLines(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../internal/scriptfmt/testdata/rejected-lines.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tails []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if line := sc.Text(); line != "" && !strings.HasPrefix(line, "#") {
+			tail, err := strconv.Unquote(line)
+			if err != nil {
+				t.Fatalf("testdata line %q: %v", line, err)
+			}
+			tails = append(tails, tail)
+		}
+	}
+	return tails
+}
+
+// TestVerifyRejectsUnwrittenTimingLines appends each line scriptreplay
+// would not read as this project writes it to a recorded session's timing
+// file, and wants verify to report it, naming the file and the line.
+func TestVerifyRejectsUnwrittenTimingLines(t *testing.T) {
+	runDir := newRunDir(t)
+	recordSession(t, runDir, ptySpec("s1"))
+	dir := filepath.Join(runDir, "kali-side", "s1")
+	tm := filepath.Join(dir, vocab.PTYDir, vocab.TimingFile)
+	orig, err := os.ReadFile(tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := examine.Verify(dir, trusted(t)); !rep.OK() {
+		t.Fatalf("the untouched session does not verify: %v", rep.Anomalies)
+	}
+	line := bytes.Count(orig, []byte("\n")) + 1
+	want := fmt.Sprintf("%s:%d: ", vocab.TimingFile, line)
+	for _, tail := range rejectedTimingLines(t) {
+		t.Run(strconv.Quote(tail), func(t *testing.T) {
+			if err := os.WriteFile(tm, append(append([]byte{}, orig...), tail...), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			rep := examine.Verify(dir, trusted(t))
+			for _, a := range rep.Anomalies {
+				if a.File == vocab.TimingFile && a.Offset == int64(len(orig)) && strings.Contains(a.Msg, want) {
+					return
+				}
+			}
+			t.Errorf("no anomaly in %s at offset %d naming line %d; got %v", vocab.TimingFile, len(orig), line, rep.Anomalies)
+		})
+	}
+}
