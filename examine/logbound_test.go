@@ -1,3 +1,5 @@
+//go:build linux
+
 package examine_test
 
 import (

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-
-	"github.com/aptl/aptl-kali-capture/launch"
 )
 
 // Exit codes of the command itself.
@@ -35,9 +33,7 @@ func register(name string, c command) {
 }
 
 func main() {
-	// Local sessions inherit the server's signal mask (DESIGN §3.1 wants it
-	// empty): start over with an empty one if the starter blocked signals.
-	if err := launch.EnsureEmptySigmask(); err != nil {
+	if err := prepareProcess(); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture: %v\n", err)
 		os.Exit(exitFailure)
 	}
