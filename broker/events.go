@@ -10,7 +10,8 @@ import (
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
-// SSH control events belong in the same chain as the bytes (DESIGN §3.4):
+// SSH control events belong in the same chain as the bytes (the request
+// record of README.md, "Integrity log and verification"):
 // every channel request the client sent, with what the broker decided. The
 // integrity log is evidence on the private volume, so unlike the
 // application log it may say which env names were sent and which ids; env

@@ -18,7 +18,8 @@ import (
 // Session.Write on PTY sessions and drops the pty-req terminal modes, so the
 // client would receive different bytes than the recorder saw at the master.
 // The broker therefore serves the "session" channel type itself on the raw
-// x/crypto/ssh channel (DESIGN §3.1); gliderlabs still runs the server, host
+// x/crypto/ssh channel (README.md, "Behaviour a client can rely on": bytes are
+// not rewritten in either direction); gliderlabs still runs the server, host
 // keys, authentication and connection lifecycle.
 
 // session is one "session" channel. Lifecycle: handleSession admits and
@@ -258,7 +259,7 @@ func (ss *session) noticeLine(msg string) []byte {
 }
 
 // closeCause is why a session ended, carried as a context cause. reason is
-// the record's vocabulary (DESIGN §3.4); msg, when set, is shown to the client.
+// a close reason of internal/vocab (README.md lists them); msg, when set, is shown to the client.
 type closeCause struct {
 	reason string
 	msg    string
