@@ -3,7 +3,6 @@
 package examine_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -13,31 +12,9 @@ import (
 	"testing"
 
 	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt/scriptfmttest"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
-
-// rejectedTimingLines reads the parser's table of lines the recorder never
-// writes (internal/scriptfmt/testdata/rejected-lines.txt), so that the
-// parser and the verifier are held to the same list.
-func rejectedTimingLines(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile("../internal/scriptfmt/testdata/rejected-lines.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tails []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if line := sc.Text(); line != "" && !strings.HasPrefix(line, "#") {
-			tail, err := strconv.Unquote(line)
-			if err != nil {
-				t.Fatalf("testdata line %q: %v", line, err)
-			}
-			tails = append(tails, tail)
-		}
-	}
-	return tails
-}
 
 // TestVerifyRejectsUnwrittenTimingLines appends each line scriptreplay
 // would not read as this project writes it to a recorded session's timing
@@ -56,7 +33,7 @@ func TestVerifyRejectsUnwrittenTimingLines(t *testing.T) {
 	}
 	line := bytes.Count(orig, []byte("\n")) + 1
 	want := fmt.Sprintf("%s:%d: ", vocab.TimingFile, line)
-	for _, tail := range rejectedTimingLines(t) {
+	for _, tail := range scriptfmttest.RejectedLines(t) {
 		t.Run(strconv.Quote(tail), func(t *testing.T) {
 			if err := os.WriteFile(tm, append(append([]byte{}, orig...), tail...), 0o600); err != nil {
 				t.Fatal(err)

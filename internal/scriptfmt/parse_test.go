@@ -1,43 +1,21 @@
 package scriptfmt
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt/scriptfmttest"
 )
 
 // validTiming is a timing file as the recorder writes it: three lines.
 const validTiming = "H 0.000000 START_TIME 2026-01-02 03:04:05+00:00\n" +
 	"O 0.000000 5\n" +
 	"S 0.250000 SIGWINCH ROWS=24 COLS=80\n"
-
-// RejectedLines reads testdata/rejected-lines.txt: timing-file tails the
-// writer never produces. The verifier's test reads the same file.
-func rejectedLines(t testing.TB) []string {
-	t.Helper()
-	b, err := os.ReadFile("testdata/rejected-lines.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tails []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if line := sc.Text(); line != "" && !strings.HasPrefix(line, "#") {
-			tail, err := strconv.Unquote(line)
-			if err != nil {
-				t.Fatalf("testdata line %q: %v", line, err)
-			}
-			tails = append(tails, tail)
-		}
-	}
-	return tails
-}
 
 // TestScanAcceptsWhatTheWriterWrites checks the valid file parses, so the
 // refusals below are about the appended line.
@@ -66,7 +44,7 @@ func TestScanAcceptsWhatTheWriterWrites(t *testing.T) {
 // a valueless "H 0 NAME", an empty line, no newline at the end of the
 // file, ...) and wants each refused with the file and its line number.
 func TestScanRejectsUnwrittenLines(t *testing.T) {
-	for _, tail := range rejectedLines(t) {
+	for _, tail := range scriptfmttest.RejectedLines(t) {
 		t.Run(strconv.Quote(tail), func(t *testing.T) {
 			err := Scan(strings.NewReader(validTiming+tail), "pty/timing", func(Entry) error { return nil })
 			var le *LineError
