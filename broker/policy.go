@@ -206,25 +206,6 @@ func checkWindow(w window, zeroMeansDefault bool) (window, error) {
 	return w, nil
 }
 
-const maxTermLen = 64
-
-// validTerm reports whether a TERM value is a plausible terminfo name. It
-// becomes part of the environment and of the transcript header.
-func validTerm(t string) bool {
-	if t == "" || len(t) > maxTermLen {
-		return false
-	}
-	for _, c := range []byte(t) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '-', c == '_', c == '.', c == '+':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // logSafe returns s when it is a valid id (so it cannot carry secrets,
 // control characters or unbounded text into the log) and a fixed marker
 // otherwise.

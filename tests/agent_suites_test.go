@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 )
 
 // agentSuites are the client suites of the broker core that run again with
@@ -54,7 +55,7 @@ func TestAgentClientSuites(t *testing.T) {
 		socket := filepath.Join(dir, "agent.sock")
 		argv := append([]string{bin, "-socket", socket, "-insecure-allow-same-pidns", "-log-level", "debug"}, userFlags...)
 		agents = append(agents, startAgent(tb, socket, argv...))
-		a, err := launch.NewAgent(socket, launch.WithAgentUID(os.Geteuid()), launch.InsecureAllowAgentInSamePIDNS())
+		a, err := agentclient.NewAgent(socket, agentclient.WithAgentUID(os.Geteuid()), agentclient.InsecureAllowAgentInSamePIDNS())
 		if err != nil {
 			tb.Fatal(err)
 		}

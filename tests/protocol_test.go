@@ -14,6 +14,8 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // shellSession is a client-side PTY shell in the shape node ssh2's
@@ -25,8 +27,8 @@ type shellSession struct {
 	s        *gossh.Session
 	stdin    io.WriteCloser
 	sent     bytes.Buffer
-	received *syncBuffer
-	stderr   *syncBuffer // broker messages; a PTY's own output is all on stdout
+	received *testutil.LockedBuffer
+	stderr   *testutil.LockedBuffer // broker messages; a PTY's own output is all on stdout
 	readDone chan error
 }
 
@@ -44,7 +46,7 @@ func openShell(tb testing.TB, c *gossh.Client, env map[string]string, rows, cols
 	if err := s.RequestPty("xterm", rows, cols, gossh.TerminalModes{gossh.ECHO: 1}); err != nil {
 		tb.Fatal(err)
 	}
-	ss := &shellSession{tb: tb, s: s, received: &syncBuffer{}, stderr: &syncBuffer{}, readDone: make(chan error, 1)}
+	ss := &shellSession{tb: tb, s: s, received: &testutil.LockedBuffer{}, stderr: &testutil.LockedBuffer{}, readDone: make(chan error, 1)}
 	s.Stderr = ss.stderr
 	if ss.stdin, err = s.StdinPipe(); err != nil {
 		tb.Fatal(err)

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/broker"
-	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -156,9 +158,9 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	e.String(&c.authorizedKeys, "authorized-keys", "APTL_CAPTURE_AUTHORIZED_KEYS", "", "OpenSSH authorized_keys file (default: <state-dir>/authorized_keys, created with a new client key if absent)")
 	e.String(&users, "users", "APTL_CAPTURE_USERS", currentUserName(), "comma-separated SSH login names allowed")
 	e.String(&c.launch, "launch", "APTL_CAPTURE_LAUNCH", "local", "launch adapter: local (shell in the sidecar) or agent (shell in the workload via aptl-launch-agent)")
-	e.String(&c.agentSocket, "agent-socket", "APTL_CAPTURE_AGENT_SOCKET", launch.DefaultAgentSocket, "the agent's Unix socket: an absolute path, or @name for an abstract socket in the shared network namespace")
-	e.Duration(&c.agentDial, "agent-dial-timeout", "APTL_CAPTURE_AGENT_DIAL_TIMEOUT", launch.DefaultAgentDialTimeout, "time to connect to the agent")
-	e.Duration(&c.agentReply, "agent-reply-timeout", "APTL_CAPTURE_AGENT_REPLY_TIMEOUT", launch.DefaultAgentReplyTimeout, "time the agent has to answer a request")
+	e.String(&c.agentSocket, "agent-socket", "APTL_CAPTURE_AGENT_SOCKET", agentwire.DefaultSocket, "the agent's Unix socket: an absolute path, or @name for an abstract socket in the shared network namespace")
+	e.Duration(&c.agentDial, "agent-dial-timeout", "APTL_CAPTURE_AGENT_DIAL_TIMEOUT", agentclient.DefaultAgentDialTimeout, "time to connect to the agent")
+	e.Duration(&c.agentReply, "agent-reply-timeout", "APTL_CAPTURE_AGENT_REPLY_TIMEOUT", agentclient.DefaultAgentReplyTimeout, "time the agent has to answer a request")
 	e.Duration(&c.agentProbe, "agent-probe-interval", "APTL_CAPTURE_AGENT_PROBE_INTERVAL", 5*time.Second, "how often readiness probes the agent")
 	e.Int(&c.agentUID, "agent-uid", "APTL_CAPTURE_AGENT_UID", 0, "uid the launch agent must run as (checked with SO_PEERCRED: anyone can bind an abstract socket name)")
 	e.Bool(&c.insecureAgentSamePIDNS, "insecure-agent-same-pidns", "APTL_CAPTURE_INSECURE_AGENT_SAME_PIDNS", "development only: accept a launch agent in the sidecar's own PID namespace")
@@ -227,14 +229,14 @@ func (c *serveConfig) check(e *envFlags) error {
 		return e.settingError("users", "name at least one login user")
 	}
 	for _, u := range c.users {
-		if !launch.ValidLoginName(u) {
+		if !login.ValidLoginName(u) {
 			return e.settingError("users", "%q is not a valid login name", u)
 		}
 	}
 	switch c.launch {
 	case "local":
 	case "agent":
-		if err := launch.CheckAgentSocket(c.agentSocket); err != nil {
+		if err := agentwire.CheckSocket(c.agentSocket); err != nil {
 			return e.settingError("agent-socket", "%v", err)
 		}
 	default:
@@ -256,8 +258,8 @@ func (c *serveConfig) check(e *envFlags) error {
 			return e.settingError("accept-env", "%q is not an environment name or NAME* prefix", p)
 		}
 		// The agent refuses every session that carries such a name: say so now.
-		if c.launch == "agent" && !launch.AgentEnvPatternAllowed(p) {
-			return e.settingError("accept-env", "%q names env the launch agent refuses; with --launch agent only %s may be passed", p, launch.AgentEnvSet())
+		if c.launch == "agent" && !agentwire.EnvPatternAllowed(p) {
+			return e.settingError("accept-env", "%q names env the launch agent refuses; with --launch agent only %s may be passed", p, agentwire.EnvSet())
 		}
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {

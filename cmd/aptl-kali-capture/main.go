@@ -7,7 +7,7 @@ import (
 	"os"
 	"sort"
 
-	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/internal/login"
 )
 
 // Exit codes of the command itself.
@@ -37,7 +37,7 @@ func register(name string, c command) {
 func main() {
 	// Local sessions inherit the server's signal mask (DESIGN §3.1 wants it
 	// empty): start over with an empty one if the starter blocked signals.
-	if err := launch.EnsureEmptySigmask(); err != nil {
+	if err := login.EnsureEmptySigmask(); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture: %v\n", err)
 		os.Exit(exitFailure)
 	}

@@ -24,7 +24,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/agentd"
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/login"
 )
 
 // Exit codes: EX_USAGE from sysexits(3) for usage errors.
@@ -39,7 +41,7 @@ const (
 const shutdownGrace = 5 * time.Second
 
 func main() {
-	if err := launch.EnsureEmptySigmask(); err != nil {
+	if err := login.EnsureEmptySigmask(); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-launch-agent: %v\n", err)
 		os.Exit(exitFailure)
 	}
@@ -82,7 +84,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		fs.BoolVar(p, name, def, usage+" (env "+env+")")
 	}
 	var raw rawSettings
-	str(&c.socket, "socket", "APTL_LAUNCH_AGENT_SOCKET", launch.DefaultAgentSocket,
+	str(&c.socket, "socket", "APTL_LAUNCH_AGENT_SOCKET", agentwire.DefaultSocket,
 		"Unix socket to listen on: an absolute path (created 0600), or @name for an abstract socket in the network namespace")
 	str(&users, "users", "APTL_LAUNCH_AGENT_USERS", "kali", "comma-separated login names sessions may run as")
 	boolean(&c.allowRoot, "allow-root", "APTL_LAUNCH_AGENT_ALLOW_ROOT", "allow sessions as root (or any uid-0 account)")
@@ -92,7 +94,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		"uid the sidecar connects as (SO_PEERCRED); every other peer is refused")
 	str(&raw.peerGID, "peer-gid", "APTL_LAUNCH_AGENT_PEER_GID", "0",
 		"gid the sidecar connects as (SO_PEERCRED); every other peer is refused")
-	str(&raw.maxSessions, "max-sessions", "APTL_LAUNCH_AGENT_MAX_SESSIONS", strconv.Itoa(launch.DefaultAgentMaxSessions), "concurrent sessions")
+	str(&raw.maxSessions, "max-sessions", "APTL_LAUNCH_AGENT_MAX_SESSIONS", strconv.Itoa(agentd.DefaultAgentMaxSessions), "concurrent sessions")
 	str(&level, "log-level", "APTL_LAUNCH_AGENT_LOG_LEVEL", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -103,7 +105,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if err := launch.CheckAgentSocket(c.socket); err != nil {
+	if err := agentwire.CheckSocket(c.socket); err != nil {
 		return nil, fmt.Errorf("--socket / APTL_LAUNCH_AGENT_SOCKET: %w", err)
 	}
 	for _, u := range strings.Split(users, ",") {
@@ -165,7 +167,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	// Structured logs only: never argv, env values, commands or terminal bytes.
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-	srv, err := launch.NewAgentServer(launch.AgentConfig{
+	srv, err := agentd.NewAgentServer(agentd.AgentConfig{
 		Users:                         cfg.users,
 		AllowRoot:                     cfg.allowRoot,
 		InsecureAllowSamePIDNamespace: cfg.insecureAllowSamePIDNS,
@@ -178,7 +180,7 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aptl-launch-agent: %v\n", err)
 		return exitUsage
 	}
-	ln, err := launch.ListenAgent(cfg.socket)
+	ln, err := agentd.ListenAgent(cfg.socket)
 	if err != nil {
 		log.Error("listen failed", "err", err.Error())
 		return exitFailure
@@ -191,7 +193,7 @@ func run(args []string, stderr io.Writer) int {
 	return serveUntilSignal(srv, ln, log)
 }
 
-func serveUntilSignal(srv *launch.AgentServer, ln *net.UnixListener, log *slog.Logger) int {
+func serveUntilSignal(srv *agentd.AgentServer, ln *net.UnixListener, log *slog.Logger) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
