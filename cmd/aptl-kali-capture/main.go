@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 	"github.com/aptl/aptl-kali-capture/internal/login"
 )
 
@@ -15,8 +16,8 @@ const (
 	exitOK = 0
 	// exitFailure is a run that started and failed.
 	exitFailure = 1
-	// exitUsage is a usage error, as Go's flag package exits on one.
-	exitUsage = 2
+	// exitUsage is a usage error, the same for aptl-launch-agent.
+	exitUsage = cliconfig.ExitUsage
 )
 
 type command struct {
@@ -35,8 +36,9 @@ func register(name string, c command) {
 }
 
 func main() {
-	// Local sessions inherit the server's signal mask (DESIGN §3.1 wants it
-	// empty): start over with an empty one if the starter blocked signals.
+	// Local sessions inherit the server's signal mask, which must be empty
+	// (login.EnsureEmptySigmask says why): start over with an empty one if
+	// the starter blocked signals.
 	if err := login.EnsureEmptySigmask(); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture: %v\n", err)
 		os.Exit(exitFailure)
