@@ -15,24 +15,24 @@ import (
 // (failure_test.go) or test only the broker's refusals are not repeated.
 var agentSuites = []struct {
 	name string
-	fn   func(*testing.T)
+	fn   func(*testing.T, ...harnessOption)
 }{
-	{"PersistentShellProtocol", TestPersistentShellProtocol},
-	{"RawModeByteFidelity", TestRawModeByteFidelity},
-	{"TerminalSemantics", TestTerminalSemantics},
-	{"OpenSSHExecWithoutPTY", TestOpenSSHExecWithoutPTY},
-	{"OpenSSHPTYShell", TestOpenSSHPTYShell},
-	{"OpenSSHCloseOrder", TestOpenSSHCloseOrder},
-	{"PythonClients", TestPythonClients},
-	{"ClientCloseHangsUpShell", TestClientCloseHangsUpShell},
-	{"ShutdownFinalizesOpenSessions", TestShutdownFinalizesOpenSessions},
-	{"StalledClientLosesNothing", TestStalledClientLosesNothing},
-	{"NoLeaksAfterSequentialSessions", TestNoLeaksAfterSequentialSessions},
-	{"BackgroundJobHoldingTerminal", TestBackgroundJobHoldingTerminal},
-	{"ShutdownWithStalledClient", TestShutdownWithStalledClient},
-	{"Signals", TestSignals},
-	{"ExitSignalFromShell", TestExitSignalFromShell},
-	{"SecretsNeverLogged", TestSecretsNeverLogged},
+	{"PersistentShellProtocol", testPersistentShellProtocol},
+	{"RawModeByteFidelity", testRawModeByteFidelity},
+	{"TerminalSemantics", testTerminalSemantics},
+	{"OpenSSHExecWithoutPTY", testOpenSSHExecWithoutPTY},
+	{"OpenSSHPTYShell", testOpenSSHPTYShell},
+	{"OpenSSHCloseOrder", testOpenSSHCloseOrder},
+	{"PythonClients", testPythonClients},
+	{"ClientCloseHangsUpShell", testClientCloseHangsUpShell},
+	{"ShutdownFinalizesOpenSessions", testShutdownFinalizesOpenSessions},
+	{"StalledClientLosesNothing", testStalledClientLosesNothing},
+	{"NoLeaksAfterSequentialSessions", testNoLeaksAfterSequentialSessions},
+	{"BackgroundJobHoldingTerminal", testBackgroundJobHoldingTerminal},
+	{"ShutdownWithStalledClient", testShutdownWithStalledClient},
+	{"Signals", testSignals},
+	{"ExitSignalFromShell", testExitSignalFromShell},
+	{"SecretsNeverLogged", testSecretsNeverLogged},
 }
 
 // TestAgentClientSuites runs the client suites with every harness's
@@ -43,10 +43,8 @@ var agentSuites = []struct {
 func TestAgentClientSuites(t *testing.T) {
 	bin := buildAgent(t)
 	userFlags := testAgentUserFlags(t)
-	saved := newLauncher
-	t.Cleanup(func() { newLauncher = saved })
 	var agents []*agentProc
-	newLauncher = func(tb testing.TB) launch.Launcher {
+	newAgentLauncher := func(tb testing.TB) launch.Launcher {
 		dir, err := os.MkdirTemp("", "aptl-agent-") // short: sun_path holds 107 bytes
 		if err != nil {
 			tb.Fatal(err)
@@ -64,7 +62,7 @@ func TestAgentClientSuites(t *testing.T) {
 	for _, s := range agentSuites {
 		agents = agents[:0]
 		t.Run(s.name, func(t *testing.T) {
-			s.fn(t)
+			s.fn(t, withLauncherFrom(func() launch.Launcher { return newAgentLauncher(t) }))
 			for _, ap := range agents {
 				checkAgentLog(t, ap.logs.String())
 			}

@@ -45,10 +45,6 @@ type harness struct {
 	adapter   string // the launcher's Name(), as the record's APTL_ADAPTER
 }
 
-// newLauncher builds the adapter newHarness starts with. agent_suites_test.go
-// swaps it to run the same client suites against the agent adapter.
-var newLauncher = func(tb testing.TB) launch.Launcher { return local.New() }
-
 type harnessOption func(*broker.Config)
 
 func withLimits(f func(*broker.Limits)) harnessOption {
@@ -58,6 +54,13 @@ func withLimits(f func(*broker.Limits)) harnessOption {
 // withCaptureRoot records under root instead of a fresh temporary folder.
 func withCaptureRoot(root string) harnessOption {
 	return func(c *broker.Config) { c.CaptureRoot = root }
+}
+
+// withLauncherFrom starts sessions with the adapter newLauncher builds
+// instead of the local one (agent_suites_test.go runs client suites with the
+// agent adapter this way).
+func withLauncherFrom(newLauncher func() launch.Launcher) harnessOption {
+	return func(c *broker.Config) { c.Launcher = newLauncher() }
 }
 
 // withLauncher wraps the local adapter, for tests of launcher failures.
@@ -95,7 +98,7 @@ func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 		HostKey:        hostKey,
 		AuthorizedKeys: ak,
 		Users:          []string{h.user},
-		Launcher:       newLauncher(tb),
+		Launcher:       local.New(),
 		CaptureRoot:    h.root,
 		AcceptEnv:      broker.DefaultAcceptEnv,
 		Limits:         broker.DefaultLimits(),

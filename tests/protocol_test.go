@@ -106,8 +106,12 @@ var (
 	endRE   = regexp.MustCompile(`D_END_(\d+):(\d+)\r\n`)
 )
 
-func TestPersistentShellProtocol(t *testing.T) {
-	h := newHarness(t)
+func TestPersistentShellProtocol(t *testing.T) { testPersistentShellProtocol(t) }
+
+// testPersistentShellProtocol is TestPersistentShellProtocol with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testPersistentShellProtocol(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	env := map[string]string{"APTL_SESSION_ID": "proto-1", "APTL_RUN_ID": "run-a", "APTL_TRACE_ID": "trace-9", "LANG": "C.UTF-8"}
 	ss := openShell(t, c, env, 40, 120)
@@ -228,8 +232,12 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
-func TestRawModeByteFidelity(t *testing.T) {
-	h := newHarness(t)
+func TestRawModeByteFidelity(t *testing.T) { testRawModeByteFidelity(t) }
+
+// testRawModeByteFidelity is TestRawModeByteFidelity with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testRawModeByteFidelity(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	ss := openShell(t, c, map[string]string{"APTL_SESSION_ID": "raw-1"}, 24, 80)
 	ss.send("stty raw -echo; echo RAW_READY; cat\n")
@@ -269,8 +277,12 @@ func TestRawModeByteFidelity(t *testing.T) {
 
 // TestTerminalSemantics checks what users of a real terminal rely on:
 // window changes, ^C, job control, and exit status.
-func TestTerminalSemantics(t *testing.T) {
-	h := newHarness(t)
+func TestTerminalSemantics(t *testing.T) { testTerminalSemantics(t) }
+
+// testTerminalSemantics is TestTerminalSemantics with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testTerminalSemantics(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	ss := openShell(t, h.dial(t), map[string]string{"APTL_SESSION_ID": "term-1"}, 24, 80)
 
 	if err := ss.s.WindowChange(50, 132); err != nil {

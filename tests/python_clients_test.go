@@ -59,14 +59,18 @@ type pythonSummary struct {
 // way"). Each client, over one connection, runs a PTY shell with a window
 // change and 50 back-to-back delimited commands, and an exec session
 // without a PTY; the record must replay to exactly the bytes it exchanged.
-func TestPythonClients(t *testing.T) {
+func TestPythonClients(t *testing.T) { testPythonClients(t) }
+
+// testPythonClients is TestPythonClients with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testPythonClients(t *testing.T, opts ...harnessOption) {
 	for _, tc := range []struct{ module, script string }{
 		{"paramiko", "paramiko_session.py"},
 		{"asyncssh", "asyncssh_session.py"},
 	} {
 		t.Run(tc.module, func(t *testing.T) {
 			requirePythonModule(t, tc.module)
-			h := newHarness(t)
+			h := newHarness(t, opts...)
 			id := "py-" + tc.module
 			outdir := t.TempDir()
 			sum := runPythonClient(t, h, tc.script, id, outdir)
