@@ -12,7 +12,7 @@ import (
 // with no I/O, so that every decision is table-tested (policy_test.go).
 
 // Environment names the lab's tool servers send with every session
-// (DESIGN §3.1): they become the record's identity, so they are validated
+// (README.md, "Provenance headers"): they become the record's identity, so they are validated
 // with the canonical id rule rather than passed through as free text.
 const (
 	envSessionID = "APTL_SESSION_ID"
@@ -20,7 +20,8 @@ const (
 	envTraceID   = "APTL_TRACE_ID"
 )
 
-// defaultRunID is where sessions go that name no run (DESIGN §3.2).
+// defaultRunID is where sessions go that name no run (README.md, "What a
+// session leaves").
 const defaultRunID = "_unbound"
 
 // Bounds on what a client may put into a session's environment.

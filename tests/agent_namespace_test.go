@@ -25,7 +25,8 @@ import (
 // directory (capture root, host key, client key) hidden under an empty
 // tmpfs, and a devpts instance of its own, as a workload container has. It
 // also ignores SIGINT and SIGQUIT, as a starter using `cmd &` does; the
-// agent must not pass that on to sessions (DESIGN §3.1).
+// agent must not pass that on to sessions, where ^C would then do nothing
+// (internal/login/sigdisp_linux.go).
 const nsAgentScript = `set -e
 hide=$1; shift
 mount -t tmpfs -o size=64k,mode=0700 aptl-hidden "$hide"

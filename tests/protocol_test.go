@@ -96,7 +96,8 @@ func (ss *shellSession) finish() error {
 	return werr
 }
 
-// delimited wraps a command the way the tool servers do (DESIGN §3.1).
+// delimited wraps a command the way the lab's tool servers do: start and end
+// markers around it, the end one carrying the exit status.
 func delimited(id int, command string) string {
 	return fmt.Sprintf("echo \"D_START_%d\"; %s; echo \"D_END_%d:$?\"\n", id, command, id)
 }
@@ -203,7 +204,8 @@ func testPersistentShellProtocol(t *testing.T, opts ...harnessOption) {
 	}
 }
 
-// checkRecordFiles asserts the layout's permissions (DESIGN §3.2).
+// checkRecordFiles asserts the capture folder's permissions (README.md, "What
+// a session leaves").
 func checkRecordFiles(tb testing.TB, dir string) {
 	tb.Helper()
 	for path, want := range map[string]os.FileMode{

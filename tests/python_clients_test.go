@@ -54,9 +54,9 @@ type pythonSummary struct {
 	Errors         []string `json:"errors"`
 }
 
-// TestPythonClients drives the broker with paramiko and asyncssh (DESIGN
-// §3.1: "Stock OpenSSH ssh, paramiko and asyncssh must work the same
-// way"). Each client, over one connection, runs a PTY shell with a window
+// TestPythonClients drives the broker with paramiko and asyncssh, which must
+// work the same way as stock OpenSSH ssh (README.md, "Behaviour a client can
+// rely on"). Each client, over one connection, runs a PTY shell with a window
 // change and 50 back-to-back delimited commands, and an exec session
 // without a PTY; the record must replay to exactly the bytes it exchanged.
 func TestPythonClients(t *testing.T) { testPythonClients(t) }

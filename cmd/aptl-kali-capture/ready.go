@@ -13,7 +13,8 @@ import (
 	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
-// defaultReadyFile is where the lab's Compose healthcheck looks (DESIGN §3.7).
+// defaultReadyFile is where the lab's Compose healthcheck looks (README.md,
+// "Readiness and health").
 const defaultReadyFile = "/run/aptl-kali-capture-ready"
 
 // Capability states in the readiness file.
