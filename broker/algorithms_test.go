@@ -8,7 +8,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
 func TestDefaultAlgorithmsAreExplicitAndHardened(t *testing.T) {
@@ -146,7 +146,7 @@ func TestNewRefusesUnknownAlgorithm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{HostKey: signer, AuthorizedKeys: ak, Users: []string{"kali"}, Launcher: launch.NewLocal(),
+	cfg := Config{HostKey: signer, AuthorizedKeys: ak, Users: []string{"kali"}, Launcher: local.New(),
 		CaptureRoot: t.TempDir(), Limits: DefaultLimits()}
 	if _, err := New(cfg); err != nil {
 		t.Fatalf("empty lists should mean the defaults: %v", err)

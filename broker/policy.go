@@ -13,7 +13,7 @@ import (
 // with no I/O, so that every decision is table-tested (policy_test.go).
 
 // Environment names the lab's tool servers send with every session
-// (README.md, "What a session leaves"): they become the record's identity, so they are validated
+// (README.md, "Provenance headers"): they become the record's identity, so they are validated
 // with the canonical id rule rather than passed through as free text.
 const (
 	envSessionID = vocab.HeaderSessionID
@@ -206,25 +206,6 @@ func checkWindow(w window, zeroMeansDefault bool) (window, error) {
 		return w, fmt.Errorf("%w: %dx%d", errWindowSize, w.cols, w.rows)
 	}
 	return w, nil
-}
-
-const maxTermLen = 64
-
-// validTerm reports whether a TERM value is a plausible terminfo name. It
-// becomes part of the environment and of the transcript header.
-func validTerm(t string) bool {
-	if t == "" || len(t) > maxTermLen {
-		return false
-	}
-	for _, c := range []byte(t) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '-', c == '_', c == '.', c == '+':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // logSafe returns s when it is a valid id (so it cannot carry secrets,

@@ -139,17 +139,6 @@ func TestCheckWindow(t *testing.T) {
 	}
 }
 
-func TestValidTerm(t *testing.T) {
-	for term, want := range map[string]bool{
-		"xterm-256color": true, "vt100": true, "rxvt-unicode+x": true, "": false,
-		"xterm\n": false, "a b": false, strings.Repeat("x", maxTermLen+1): false,
-	} {
-		if got := validTerm(term); got != want {
-			t.Errorf("validTerm(%q) = %v, want %v", term, got, want)
-		}
-	}
-}
-
 func TestLogSafe(t *testing.T) {
 	if got := logSafe("sess-1"); got != "sess-1" {
 		t.Errorf("logSafe(valid) = %q", got)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/launch"
 )
 
 // Payloads of the RFC 4254 session channel requests the broker serves. Each
@@ -42,7 +44,7 @@ func parsePtyReq(payload []byte) (ptyRequest, error) {
 	if err := gossh.Unmarshal(payload, &msg); err != nil {
 		return ptyRequest{}, fmt.Errorf("pty-req: %w", errMalformed)
 	}
-	if !validTerm(msg.Term) {
+	if !launch.ValidTerm(msg.Term) {
 		return ptyRequest{}, errors.New("pty-req: terminal name is not acceptable")
 	}
 	if len(msg.Modes) > maxModesLen {

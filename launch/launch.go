@@ -3,7 +3,9 @@
 // The broker allocates the PTY pair (or three pipes for exec without a PTY), keeps
 // the master, and hands only the slave end(s) to a Launcher. The seam carries no
 // PIDs or socket details, so an adapter that starts the shell in another
-// container (DESIGN.md §3.5, "agent") can implement it without broker changes.
+// container (launch/agentclient, README.md "The agent adapter") implements it
+// without broker changes. This package is the seam only; the adapters are
+// launch/local and launch/agentclient.
 package launch
 
 import (
@@ -16,14 +18,18 @@ import (
 	"time"
 )
 
-// hangupGrace is how long Hangup waits after SIGHUP before it sends SIGKILL to the
+// HangupGrace is how long Hangup waits after SIGHUP before it sends SIGKILL to the
 // process group. A shell that handles SIGHUP (bash saves history, then exits) needs
 // well under a second; one that ignores it (an empty HUP trap) would otherwise keep
 // a closed session's shell alive forever. The SIGKILL reaches the group only while
 // its leader is unreaped (a reaped leader's pid may be reused): a member that ignores
 // SIGHUP and outlives the leader (nohup) lives on, as it does under sshd. The broker
 // closes the master after the drain, which hangs the terminal up for such members.
-const hangupGrace = 2 * time.Second
+const HangupGrace = 2 * time.Second
+
+// MaxSignal is the highest Linux signal number (SIGRTMAX); a wait status
+// reports no signal above it.
+const MaxSignal = 64
 
 // Spec is a spawn request. Build it in one step and start it in another (tests inspect it).
 type Spec struct {
@@ -38,9 +44,9 @@ type Spec struct {
 	Stdin, Stdout, Stderr *os.File
 }
 
-// check reports whether the spec's fds and env are well-formed. It decides
+// Check reports whether the spec's fds and env are well-formed. It decides
 // nothing about policy: the broker already chose the user, command and env.
-func (s Spec) check() error {
+func (s Spec) Check() error {
 	pipes := 0
 	for _, f := range []*os.File{s.Stdin, s.Stdout, s.Stderr} {
 		if f != nil {
@@ -56,7 +62,7 @@ func (s Spec) check() error {
 		return errors.New("launch: spec has no user")
 	}
 	for i, kv := range s.Env {
-		// Report the index only: env values may hold secrets (STYLE.md §4).
+		// Report the index only: env values may hold secrets, and nothing logs them.
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
 			return fmt.Errorf("launch: spec env entry %d is not KEY=VALUE", i)
@@ -65,15 +71,43 @@ func (s Spec) check() error {
 	return nil
 }
 
-// closeFiles closes this process's copies of every fd in the spec. Close errors
+// CloseFiles closes this process's copies of every fd in the spec. Close errors
 // are ignored: the fds were only ever handed on, never written through here.
-func (s Spec) closeFiles() {
+func (s Spec) CloseFiles() {
 	for _, f := range []*os.File{s.TTY, s.Stdin, s.Stdout, s.Stderr} {
 		if f != nil {
 			_ = f.Close()
 		}
 	}
 }
+
+// maxTermLen bounds a TERM value; terminfo names are far shorter.
+const maxTermLen = 64
+
+// ValidTerm reports whether t is a plausible terminfo name: 1 to 64 letters,
+// digits, '-', '_', '.' or '+'. It is the one rule for TERM: the broker
+// refuses a pty-req with another (broker/requests.go), and the launch agent
+// refuses a spawn request with another (agentd/agentspawn_linux.go), as TERM
+// reaches a root shell's environment and the typescript header.
+func ValidTerm(t string) bool {
+	if t == "" || len(t) > maxTermLen {
+		return false
+	}
+	for _, c := range []byte(t) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '-', c == '_', c == '.', c == '+':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ErrAgentUnreachable reports that a launcher that starts processes
+// elsewhere (the launch agent, launch/agentclient) could not reach it: no
+// session can start, and the broker tells the client so.
+var ErrAgentUnreachable = errors.New("launch agent unreachable")
 
 // Identity says whom the process runs as; the session record stores it.
 type Identity struct {
@@ -100,8 +134,8 @@ type Exit struct {
 	CoreDumped bool
 }
 
-// exitFromStatus converts a wait(2) status of an exited or killed process.
-func exitFromStatus(ws syscall.WaitStatus) Exit {
+// ExitFromStatus converts a wait(2) status of an exited or killed process.
+func ExitFromStatus(ws syscall.WaitStatus) Exit {
 	if ws.Signaled() {
 		return Exit{Signal: ws.Signal(), CoreDumped: ws.CoreDump()}
 	}
@@ -116,7 +150,7 @@ type Process interface {
 	Wait() (Exit, error)
 	Signal(sig syscall.Signal) error // to the session's process group
 	// Hangup sends SIGHUP to the process group, and SIGKILL to the group if it has not
-	// been reaped after a bounded grace (hangupGrace, 2s). Non-blocking.
+	// been reaped after a bounded grace (HangupGrace). Non-blocking.
 	Hangup()
 }
 

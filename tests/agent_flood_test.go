@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 )
 
 // Bounds of TestAgentFlood.
@@ -68,7 +69,7 @@ func TestAgentFlood(t *testing.T) {
 
 // runAgentSession starts `echo want` through the sidecar's adapter on pipes
 // and checks its output and exit.
-func runAgentSession(a *launch.Agent, user, want string) error {
+func runAgentSession(a *agentclient.Agent, user, want string) error {
 	var ours, theirs [3]*os.File
 	for i := range ours {
 		r, w, err := os.Pipe()

@@ -17,7 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 )
 
 // buildAgent builds cmd/aptl-launch-agent as the workload gets it: static
@@ -55,7 +56,7 @@ func buildAgent(tb testing.TB) string {
 type agentProc struct {
 	cmd     *exec.Cmd
 	termPID int // gets SIGTERM at cleanup; 0 means cmd's process
-	logs    *syncBuffer
+	logs    *testutil.LockedBuffer
 	done    chan struct{} // closed when cmd.Wait returned
 }
 
@@ -65,7 +66,7 @@ type agentProc struct {
 // ends it.
 func startAgent(tb testing.TB, socket string, argv ...string) *agentProc {
 	tb.Helper()
-	ap := &agentProc{logs: &syncBuffer{}, done: make(chan struct{})}
+	ap := &agentProc{logs: &testutil.LockedBuffer{}, done: make(chan struct{})}
 	ap.cmd = exec.Command(argv[0], argv[1:]...)
 	ap.cmd.Stderr = ap.logs
 	ap.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -78,7 +79,7 @@ func startAgent(tb testing.TB, socket string, argv ...string) *agentProc {
 	}()
 	tb.Cleanup(func() { ap.stop(tb) })
 	// Readiness only: the agent may run in this PID namespace or its own.
-	a, err := launch.NewAgent(socket, launch.WithAgentUID(os.Geteuid()), launch.InsecureAllowAgentInSamePIDNS())
+	a, err := agentclient.NewAgent(socket, agentclient.WithAgentUID(os.Geteuid()), agentclient.InsecureAllowAgentInSamePIDNS())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 )
 
 // nsAgentScript runs as PID 1 of the agent's new PID and mount namespaces,
@@ -24,7 +25,8 @@ import (
 // directory (capture root, host key, client key) hidden under an empty
 // tmpfs, and a devpts instance of its own, as a workload container has. It
 // also ignores SIGINT and SIGQUIT, as a starter using `cmd &` does; the
-// agent must not pass that on to sessions (DESIGN §3.1).
+// agent must not pass that on to sessions, where ^C would then do nothing
+// (internal/login/sigdisp_linux.go).
 const nsAgentScript = `set -e
 hide=$1; shift
 mount -t tmpfs -o size=64k,mode=0700 aptl-hidden "$hide"
@@ -81,7 +83,7 @@ func TestAgentNamespaceIsolation(t *testing.T) {
 	socket := fmt.Sprintf("@aptl-test-ns-%d-%d", os.Getpid(), time.Now().UnixNano())
 	// No development option: the agent is outside this PID namespace, as
 	// in a deployment, and the sidecar checks that.
-	agent, err := launch.NewAgent(socket, launch.WithAgentUID(os.Geteuid()))
+	agent, err := agentclient.NewAgent(socket, agentclient.WithAgentUID(os.Geteuid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +258,7 @@ func nsKillGroup(t *testing.T, h *harness, ns *nsAgent) {
 // nsKillAgent kills the agent (and with it its PID namespace) under a live
 // session: the session ends as launcher-lost with status 255, readiness
 // turns degraded, and a new session is refused with a record that says so.
-func nsKillAgent(t *testing.T, h *harness, ns *nsAgent, agent *launch.Agent) {
+func nsKillAgent(t *testing.T, h *harness, ns *nsAgent, agent *agentclient.Agent) {
 	ss := openShell(t, h.dial(t), map[string]string{"APTL_SESSION_ID": "ns-kill-agent"}, 24, 80)
 	ss.send("echo \"READY_$((4+4))\"\n")
 	ss.waitOutput(regexp.MustCompile(`READY_8\r\n`))

@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 )
 
 // nobodyID is the uid and gid the untrusted clients run as (Debian's nobody).
@@ -29,7 +30,7 @@ const nobodyID = 65534
 type peerTestAgent struct {
 	ns     *nsAgent
 	socket string
-	agent  *launch.Agent
+	agent  *agentclient.Agent
 	client string // the wireclient binary, executable by nobody
 }
 
@@ -44,7 +45,7 @@ func startPeerTestAgent(t *testing.T) *peerTestAgent {
 	bin := buildAgent(t)
 	client := buildWireClient(t)
 	socket := fmt.Sprintf("@aptl-test-peer-%d-%d", os.Getpid(), time.Now().UnixNano())
-	agent, err := launch.NewAgent(socket, launch.WithAgentUID(os.Geteuid()))
+	agent, err := agentclient.NewAgent(socket, agentclient.WithAgentUID(os.Geteuid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ type flooder struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	out    *bufio.Scanner
-	stderr *syncBuffer
+	stderr *testutil.LockedBuffer
 }
 
 func (pa *peerTestAgent) startFlooder(t *testing.T, inWorkload bool, hold int) *flooder {
@@ -187,7 +188,7 @@ func (pa *peerTestAgent) startFlooder(t *testing.T, inWorkload bool, hold int) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncBuffer{}
+	stderr := &testutil.LockedBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 )
 
 // agentSuites are the client suites of the broker core that run again with
@@ -14,24 +15,24 @@ import (
 // (failure_test.go) or test only the broker's refusals are not repeated.
 var agentSuites = []struct {
 	name string
-	fn   func(*testing.T)
+	fn   func(*testing.T, ...harnessOption)
 }{
-	{"PersistentShellProtocol", TestPersistentShellProtocol},
-	{"RawModeByteFidelity", TestRawModeByteFidelity},
-	{"TerminalSemantics", TestTerminalSemantics},
-	{"OpenSSHExecWithoutPTY", TestOpenSSHExecWithoutPTY},
-	{"OpenSSHPTYShell", TestOpenSSHPTYShell},
-	{"OpenSSHCloseOrder", TestOpenSSHCloseOrder},
-	{"PythonClients", TestPythonClients},
-	{"ClientCloseHangsUpShell", TestClientCloseHangsUpShell},
-	{"ShutdownFinalizesOpenSessions", TestShutdownFinalizesOpenSessions},
-	{"StalledClientLosesNothing", TestStalledClientLosesNothing},
-	{"NoLeaksAfterSequentialSessions", TestNoLeaksAfterSequentialSessions},
-	{"BackgroundJobHoldingTerminal", TestBackgroundJobHoldingTerminal},
-	{"ShutdownWithStalledClient", TestShutdownWithStalledClient},
-	{"Signals", TestSignals},
-	{"ExitSignalFromShell", TestExitSignalFromShell},
-	{"SecretsNeverLogged", TestSecretsNeverLogged},
+	{"PersistentShellProtocol", testPersistentShellProtocol},
+	{"RawModeByteFidelity", testRawModeByteFidelity},
+	{"TerminalSemantics", testTerminalSemantics},
+	{"OpenSSHExecWithoutPTY", testOpenSSHExecWithoutPTY},
+	{"OpenSSHPTYShell", testOpenSSHPTYShell},
+	{"OpenSSHCloseOrder", testOpenSSHCloseOrder},
+	{"PythonClients", testPythonClients},
+	{"ClientCloseHangsUpShell", testClientCloseHangsUpShell},
+	{"ShutdownFinalizesOpenSessions", testShutdownFinalizesOpenSessions},
+	{"StalledClientLosesNothing", testStalledClientLosesNothing},
+	{"NoLeaksAfterSequentialSessions", testNoLeaksAfterSequentialSessions},
+	{"BackgroundJobHoldingTerminal", testBackgroundJobHoldingTerminal},
+	{"ShutdownWithStalledClient", testShutdownWithStalledClient},
+	{"Signals", testSignals},
+	{"ExitSignalFromShell", testExitSignalFromShell},
+	{"SecretsNeverLogged", testSecretsNeverLogged},
 }
 
 // TestAgentClientSuites runs the client suites with every harness's
@@ -42,10 +43,8 @@ var agentSuites = []struct {
 func TestAgentClientSuites(t *testing.T) {
 	bin := buildAgent(t)
 	userFlags := testAgentUserFlags(t)
-	saved := newLauncher
-	t.Cleanup(func() { newLauncher = saved })
 	var agents []*agentProc
-	newLauncher = func(tb testing.TB) launch.Launcher {
+	newAgentLauncher := func(tb testing.TB) launch.Launcher {
 		dir, err := os.MkdirTemp("", "aptl-agent-") // short: sun_path holds 107 bytes
 		if err != nil {
 			tb.Fatal(err)
@@ -54,7 +53,7 @@ func TestAgentClientSuites(t *testing.T) {
 		socket := filepath.Join(dir, "agent.sock")
 		argv := append([]string{bin, "-socket", socket, "-insecure-allow-same-pidns", "-log-level", "debug"}, userFlags...)
 		agents = append(agents, startAgent(tb, socket, argv...))
-		a, err := launch.NewAgent(socket, launch.WithAgentUID(os.Geteuid()), launch.InsecureAllowAgentInSamePIDNS())
+		a, err := agentclient.NewAgent(socket, agentclient.WithAgentUID(os.Geteuid()), agentclient.InsecureAllowAgentInSamePIDNS())
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -63,7 +62,7 @@ func TestAgentClientSuites(t *testing.T) {
 	for _, s := range agentSuites {
 		agents = agents[:0]
 		t.Run(s.name, func(t *testing.T) {
-			s.fn(t)
+			s.fn(t, withLauncherFrom(func() launch.Launcher { return newAgentLauncher(t) }))
 			for _, ap := range agents {
 				checkAgentLog(t, ap.logs.String())
 			}

@@ -14,7 +14,9 @@ import (
 	"github.com/creack/pty"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
 // Each benchmark has a "direct" sub-benchmark: the same work on a local PTY
@@ -38,7 +40,7 @@ func BenchmarkSessionOpen(b *testing.B) {
 		}
 	})
 	b.Run("direct", func(b *testing.B) {
-		local := launch.NewLocal()
+		local := local.New()
 		for b.Loop() {
 			master, slave, err := pty.Open()
 			if err != nil {
@@ -96,13 +98,13 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer func() { master.Close(); cmd.Process.Kill(); cmd.Wait() }()
-		received := &syncBuffer{}
+		received := &testutil.LockedBuffer{}
 		go io.Copy(received, master)
 		roundTrips(b, master, received)
 	})
 }
 
-func roundTrips(b *testing.B, stdin io.Writer, received *syncBuffer) {
+func roundTrips(b *testing.B, stdin io.Writer, received *testutil.LockedBuffer) {
 	var lat []time.Duration
 	i := 0
 	for b.Loop() {

@@ -14,14 +14,15 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
 // slowTests is set by .ci/run: suites that take tens of seconds (the 10 s
@@ -40,13 +41,9 @@ type harness struct {
 	client    gossh.Signer
 	clientKey string // path of the client's private key, for OpenSSH
 	hostKey   gossh.PublicKey
-	logs      *syncBuffer
+	logs      *testutil.LockedBuffer
 	adapter   string // the launcher's Name(), as the record's APTL_ADAPTER
 }
-
-// newLauncher builds the adapter newHarness starts with. agent_suites_test.go
-// swaps it to run the same client suites against the agent adapter.
-var newLauncher = func(tb testing.TB) launch.Launcher { return launch.NewLocal() }
 
 type harnessOption func(*broker.Config)
 
@@ -59,6 +56,13 @@ func withCaptureRoot(root string) harnessOption {
 	return func(c *broker.Config) { c.CaptureRoot = root }
 }
 
+// withLauncherFrom starts sessions with the adapter newLauncher builds
+// instead of the local one (agent_suites_test.go runs client suites with the
+// agent adapter this way).
+func withLauncherFrom(newLauncher func() launch.Launcher) harnessOption {
+	return func(c *broker.Config) { c.Launcher = newLauncher() }
+}
+
 // withLauncher wraps the local adapter, for tests of launcher failures.
 func withLauncher(wrap func(launch.Launcher) launch.Launcher) harnessOption {
 	return func(c *broker.Config) { c.Launcher = wrap(c.Launcher) }
@@ -67,7 +71,7 @@ func withLauncher(wrap func(launch.Launcher) launch.Launcher) harnessOption {
 func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 	tb.Helper()
 	dir := tb.TempDir()
-	h := &harness{root: filepath.Join(dir, "captures"), stateDir: filepath.Join(dir, "state"), logs: &syncBuffer{}}
+	h := &harness{root: filepath.Join(dir, "captures"), stateDir: filepath.Join(dir, "state"), logs: &testutil.LockedBuffer{}}
 	u, err := user.Current()
 	if err != nil {
 		tb.Fatalf("current user: %v", err)
@@ -94,7 +98,7 @@ func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 		HostKey:        hostKey,
 		AuthorizedKeys: ak,
 		Users:          []string{h.user},
-		Launcher:       newLauncher(tb),
+		Launcher:       local.New(),
 		CaptureRoot:    h.root,
 		AcceptEnv:      broker.DefaultAcceptEnv,
 		Limits:         broker.DefaultLimits(),
@@ -170,30 +174,6 @@ func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// syncBuffer collects server logs for assertions; safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // replay runs the real scriptreplay on a session's record and returns one

@@ -21,6 +21,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -324,7 +325,7 @@ func TestSidecarKilledMidSession(t *testing.T) {
 	srv, sshArgs, _ := startServe(t, bin, work, "--sync", "strict", "--ready-file", filepath.Join(work, "ready"))
 	cmd := exec.Command("ssh", append(sshArgs, "-tt", "-o", "BatchMode=yes")...)
 	stdin, _ := cmd.StdinPipe()
-	var out syncBuffer
+	var out testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -371,7 +372,7 @@ func TestSidecarKilledMidSession(t *testing.T) {
 
 // startServe runs the built binary's serve subcommand in work on a free
 // loopback port and returns it with the ssh arguments it printed and its logs.
-func startServe(t *testing.T, bin, work string, extra ...string) (*exec.Cmd, []string, *syncBuffer) {
+func startServe(t *testing.T, bin, work string, extra ...string) (*exec.Cmd, []string, *testutil.LockedBuffer) {
 	t.Helper()
 	srv := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, extra...)...)
 	srv.Dir = work
@@ -379,7 +380,7 @@ func startServe(t *testing.T, bin, work string, extra ...string) (*exec.Cmd, []s
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	srv.Stderr = logs
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

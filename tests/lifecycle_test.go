@@ -25,8 +25,12 @@ func processGone(pid int) bool {
 	return syscall.Kill(pid, 0) == syscall.ESRCH
 }
 
-func TestClientCloseHangsUpShell(t *testing.T) {
-	h := newHarness(t)
+func TestClientCloseHangsUpShell(t *testing.T) { testClientCloseHangsUpShell(t) }
+
+// testClientCloseHangsUpShell is TestClientCloseHangsUpShell with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testClientCloseHangsUpShell(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	ss := openShell(t, c, map[string]string{"APTL_SESSION_ID": "hup-1"}, 24, 80)
 	ss.send("echo \"PID=$$ TTY=$(tty)\"; sleep 1000\n")
@@ -60,8 +64,12 @@ func TestClientCloseHangsUpShell(t *testing.T) {
 	}
 }
 
-func TestShutdownFinalizesOpenSessions(t *testing.T) {
-	h := newHarness(t)
+func TestShutdownFinalizesOpenSessions(t *testing.T) { testShutdownFinalizesOpenSessions(t) }
+
+// testShutdownFinalizesOpenSessions is TestShutdownFinalizesOpenSessions with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testShutdownFinalizesOpenSessions(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	ss := openShell(t, c, map[string]string{"APTL_SESSION_ID": "down-1"}, 24, 80)
 	ss.send("echo READY_DOWN\n")
@@ -88,12 +96,16 @@ func TestShutdownFinalizesOpenSessions(t *testing.T) {
 // TestStalledClientLosesNothing floods output while the client reads
 // nothing: the broker must block the shell (bounded memory), and once the
 // client reads again every byte arrives and is recorded.
-func TestStalledClientLosesNothing(t *testing.T) {
+func TestStalledClientLosesNothing(t *testing.T) { testStalledClientLosesNothing(t) }
+
+// testStalledClientLosesNothing is TestStalledClientLosesNothing with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testStalledClientLosesNothing(t *testing.T, opts ...harnessOption) {
 	stall := time.Second
 	if slowTests {
 		stall = 10 * time.Second
 	}
-	h := newHarness(t)
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	s, err := c.NewSession()
 	if err != nil {
@@ -151,12 +163,16 @@ func openFDs(tb testing.TB) int {
 // TestNoLeaksAfterSequentialSessions runs sessions one after another (PTY
 // shells and exec sessions, on one connection and on fresh ones) and checks
 // that goroutines and fds return to where they started.
-func TestNoLeaksAfterSequentialSessions(t *testing.T) {
+func TestNoLeaksAfterSequentialSessions(t *testing.T) { testNoLeaksAfterSequentialSessions(t) }
+
+// testNoLeaksAfterSequentialSessions is TestNoLeaksAfterSequentialSessions with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testNoLeaksAfterSequentialSessions(t *testing.T, opts ...harnessOption) {
 	sessions := 60
 	if slowTests {
 		sessions = 500
 	}
-	h := newHarness(t)
+	h := newHarness(t, opts...)
 	warm := h.dial(t)
 	if _, _, err := run(t, warm, nil, "true"); err != nil {
 		t.Fatal(err)
@@ -198,8 +214,12 @@ func TestNoLeaksAfterSequentialSessions(t *testing.T) {
 // TestBackgroundJobHoldingTerminal: the shell exits while a job it started
 // keeps the slave open (and keeps writing to it). The session must still
 // end with the shell's status, and the record must be finalized.
-func TestBackgroundJobHoldingTerminal(t *testing.T) {
-	h := newHarness(t)
+func TestBackgroundJobHoldingTerminal(t *testing.T) { testBackgroundJobHoldingTerminal(t) }
+
+// testBackgroundJobHoldingTerminal is TestBackgroundJobHoldingTerminal with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testBackgroundJobHoldingTerminal(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	ss := openShell(t, h.dial(t), map[string]string{"APTL_SESSION_ID": "bg-1"}, 24, 80)
 	ss.send("(trap '' HUP; while :; do echo tick; sleep 0.1; done) & echo \"BGPID=$!\"\n")
 	m := regexp.MustCompile(`BGPID=(\d+)\r\n`)
@@ -223,8 +243,12 @@ func TestBackgroundJobHoldingTerminal(t *testing.T) {
 // TestShutdownWithStalledClient: SIGTERM arrives while a client reads
 // nothing and the shell floods. Shutdown's deadline passes; it must still
 // close the connection and finalize the record before it returns.
-func TestShutdownWithStalledClient(t *testing.T) {
-	h := newHarness(t)
+func TestShutdownWithStalledClient(t *testing.T) { testShutdownWithStalledClient(t) }
+
+// testShutdownWithStalledClient is TestShutdownWithStalledClient with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testShutdownWithStalledClient(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	s, err := c.NewSession()
 	if err != nil {

@@ -60,8 +60,12 @@ func exitCode(t *testing.T, err error) int {
 	return ee.ExitCode()
 }
 
-func TestOpenSSHExecWithoutPTY(t *testing.T) {
-	h := newHarness(t)
+func TestOpenSSHExecWithoutPTY(t *testing.T) { testOpenSSHExecWithoutPTY(t) }
+
+// testOpenSSHExecWithoutPTY is TestOpenSSHExecWithoutPTY with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testOpenSSHExecWithoutPTY(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	cmd := h.openssh(t, "printf out; printf err >&2; head -c 5; exit 7")
 	cmd.Env = append(cmd.Env, "APTL_SESSION_ID=ossh-exec")
 	cmd.Stdin = strings.NewReader("12345")
@@ -88,8 +92,12 @@ func TestOpenSSHExecWithoutPTY(t *testing.T) {
 	}
 }
 
-func TestOpenSSHPTYShell(t *testing.T) {
-	h := newHarness(t)
+func TestOpenSSHPTYShell(t *testing.T) { testOpenSSHPTYShell(t) }
+
+// testOpenSSHPTYShell is TestOpenSSHPTYShell with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testOpenSSHPTYShell(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	cmd := h.openssh(t, "-tt")
 	cmd.Env = append(cmd.Env, "APTL_SESSION_ID=ossh-pty")
 	cmd.Stdin = strings.NewReader("echo \"HELLO_$((6*7))\"; test -t 0 && echo ISATTY\nexit 4\n")
@@ -112,8 +120,12 @@ func TestOpenSSHPTYShell(t *testing.T) {
 
 // TestOpenSSHCloseOrder reads OpenSSH's own debug log to check the order in
 // which the client saw the end of a session: output, exit-status, EOF, close.
-func TestOpenSSHCloseOrder(t *testing.T) {
-	h := newHarness(t)
+func TestOpenSSHCloseOrder(t *testing.T) { testOpenSSHCloseOrder(t) }
+
+// testOpenSSHCloseOrder is TestOpenSSHCloseOrder with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testOpenSSHCloseOrder(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	cmd := h.openssh(t, "-vvv", "seq 1 2000; exit 2")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // shellSession is a client-side PTY shell in the shape node ssh2's
@@ -25,8 +27,8 @@ type shellSession struct {
 	s        *gossh.Session
 	stdin    io.WriteCloser
 	sent     bytes.Buffer
-	received *syncBuffer
-	stderr   *syncBuffer // broker messages; a PTY's own output is all on stdout
+	received *testutil.LockedBuffer
+	stderr   *testutil.LockedBuffer // broker messages; a PTY's own output is all on stdout
 	readDone chan error
 }
 
@@ -44,7 +46,7 @@ func openShell(tb testing.TB, c *gossh.Client, env map[string]string, rows, cols
 	if err := s.RequestPty("xterm", rows, cols, gossh.TerminalModes{gossh.ECHO: 1}); err != nil {
 		tb.Fatal(err)
 	}
-	ss := &shellSession{tb: tb, s: s, received: &syncBuffer{}, stderr: &syncBuffer{}, readDone: make(chan error, 1)}
+	ss := &shellSession{tb: tb, s: s, received: &testutil.LockedBuffer{}, stderr: &testutil.LockedBuffer{}, readDone: make(chan error, 1)}
 	s.Stderr = ss.stderr
 	if ss.stdin, err = s.StdinPipe(); err != nil {
 		tb.Fatal(err)
@@ -94,7 +96,8 @@ func (ss *shellSession) finish() error {
 	return werr
 }
 
-// delimited wraps a command the way the tool servers do (DESIGN §3.1).
+// delimited wraps a command the way the lab's tool servers do: start and end
+// markers around it, the end one carrying the exit status.
 func delimited(id int, command string) string {
 	return fmt.Sprintf("echo \"D_START_%d\"; %s; echo \"D_END_%d:$?\"\n", id, command, id)
 }
@@ -104,8 +107,12 @@ var (
 	endRE   = regexp.MustCompile(`D_END_(\d+):(\d+)\r\n`)
 )
 
-func TestPersistentShellProtocol(t *testing.T) {
-	h := newHarness(t)
+func TestPersistentShellProtocol(t *testing.T) { testPersistentShellProtocol(t) }
+
+// testPersistentShellProtocol is TestPersistentShellProtocol with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testPersistentShellProtocol(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	env := map[string]string{"APTL_SESSION_ID": "proto-1", "APTL_RUN_ID": "run-a", "APTL_TRACE_ID": "trace-9", "LANG": "C.UTF-8"}
 	ss := openShell(t, c, env, 40, 120)
@@ -197,7 +204,8 @@ func TestPersistentShellProtocol(t *testing.T) {
 	}
 }
 
-// checkRecordFiles asserts the layout's permissions (DESIGN §3.2).
+// checkRecordFiles asserts the capture folder's permissions (README.md, "What
+// a session leaves").
 func checkRecordFiles(tb testing.TB, dir string) {
 	tb.Helper()
 	for path, want := range map[string]os.FileMode{
@@ -226,8 +234,12 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
-func TestRawModeByteFidelity(t *testing.T) {
-	h := newHarness(t)
+func TestRawModeByteFidelity(t *testing.T) { testRawModeByteFidelity(t) }
+
+// testRawModeByteFidelity is TestRawModeByteFidelity with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testRawModeByteFidelity(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	ss := openShell(t, c, map[string]string{"APTL_SESSION_ID": "raw-1"}, 24, 80)
 	ss.send("stty raw -echo; echo RAW_READY; cat\n")
@@ -267,8 +279,12 @@ func TestRawModeByteFidelity(t *testing.T) {
 
 // TestTerminalSemantics checks what users of a real terminal rely on:
 // window changes, ^C, job control, and exit status.
-func TestTerminalSemantics(t *testing.T) {
-	h := newHarness(t)
+func TestTerminalSemantics(t *testing.T) { testTerminalSemantics(t) }
+
+// testTerminalSemantics is TestTerminalSemantics with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testTerminalSemantics(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	ss := openShell(t, h.dial(t), map[string]string{"APTL_SESSION_ID": "term-1"}, 24, 80)
 
 	if err := ss.s.WindowChange(50, 132); err != nil {

@@ -54,19 +54,23 @@ type pythonSummary struct {
 	Errors         []string `json:"errors"`
 }
 
-// TestPythonClients drives the broker with paramiko and asyncssh (DESIGN
-// §3.1: "Stock OpenSSH ssh, paramiko and asyncssh must work the same
-// way"). Each client, over one connection, runs a PTY shell with a window
+// TestPythonClients drives the broker with paramiko and asyncssh, which must
+// work the same way as stock OpenSSH ssh (README.md, "Behaviour a client can
+// rely on"). Each client, over one connection, runs a PTY shell with a window
 // change and 50 back-to-back delimited commands, and an exec session
 // without a PTY; the record must replay to exactly the bytes it exchanged.
-func TestPythonClients(t *testing.T) {
+func TestPythonClients(t *testing.T) { testPythonClients(t) }
+
+// testPythonClients is TestPythonClients with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testPythonClients(t *testing.T, opts ...harnessOption) {
 	for _, tc := range []struct{ module, script string }{
 		{"paramiko", "paramiko_session.py"},
 		{"asyncssh", "asyncssh_session.py"},
 	} {
 		t.Run(tc.module, func(t *testing.T) {
 			requirePythonModule(t, tc.module)
-			h := newHarness(t)
+			h := newHarness(t, opts...)
 			id := "py-" + tc.module
 			outdir := t.TempDir()
 			sum := runPythonClient(t, h, tc.script, id, outdir)

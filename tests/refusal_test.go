@@ -299,8 +299,12 @@ func TestRefusedRequestsAndChannels(t *testing.T) {
 	}
 }
 
-func TestSignals(t *testing.T) {
-	h := newHarness(t)
+func TestSignals(t *testing.T) { testSignals(t) }
+
+// testSignals is TestSignals with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testSignals(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	ch, reqs, err := c.OpenChannel("session", nil)
 	if err != nil {
@@ -340,8 +344,12 @@ func TestSignals(t *testing.T) {
 	}
 }
 
-func TestExitSignalFromShell(t *testing.T) {
-	h := newHarness(t)
+func TestExitSignalFromShell(t *testing.T) { testExitSignalFromShell(t) }
+
+// testExitSignalFromShell is TestExitSignalFromShell with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testExitSignalFromShell(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	_, _, err := run(t, c, map[string]string{"APTL_SESSION_ID": "sig-1"}, "kill -TERM $$")
 	var ee *gossh.ExitError
@@ -355,8 +363,12 @@ func TestExitSignalFromShell(t *testing.T) {
 	}
 }
 
-func TestSecretsNeverLogged(t *testing.T) {
-	h := newHarness(t)
+func TestSecretsNeverLogged(t *testing.T) { testSecretsNeverLogged(t) }
+
+// testSecretsNeverLogged is TestSecretsNeverLogged with extra harness options (agent_suites_test.go runs it
+// with the agent adapter).
+func testSecretsNeverLogged(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	c := h.dial(t)
 	const canary = "CANARY7f3a9"
 	out, _, err := run(t, c, map[string]string{"LC_SECRET": canary, "NOT_ALLOWED": canary}, "echo "+canary+"; printf "+canary+" >&2")

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 )
 
 // algorithmSetting is one of the transport algorithm lists as a setting.
@@ -20,7 +21,7 @@ type algorithmSetting struct {
 
 // algorithmFlags registers --kex, --ciphers and --macs, each defaulting to
 // the broker's hardened list.
-func algorithmFlags(e *envFlags) []*algorithmSetting {
+func algorithmFlags(e *cliconfig.Flags) []*algorithmSetting {
 	def := broker.DefaultAlgorithms()
 	settings := []*algorithmSetting{
 		{kind: broker.KeyExchange, flag: "kex", env: "APTL_CAPTURE_KEX"},
@@ -36,13 +37,13 @@ func algorithmFlags(e *envFlags) []*algorithmSetting {
 
 // resolveAlgorithms applies each setting to its default list; an error
 // names the setting and the unknown algorithm.
-func resolveAlgorithms(e *envFlags, settings []*algorithmSetting) (broker.Algorithms, error) {
+func resolveAlgorithms(e *cliconfig.Flags, settings []*algorithmSetting) (broker.Algorithms, error) {
 	def := broker.DefaultAlgorithms()
 	algs := def
 	for _, s := range settings {
 		list, err := broker.ApplyAlgorithmSpec(s.kind, def.List(s.kind), s.spec)
 		if err != nil {
-			return broker.Algorithms{}, e.settingError(s.flag, "%v", err)
+			return broker.Algorithms{}, e.SettingError(s.flag, "%v", err)
 		}
 		algs = algs.With(s.kind, list)
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+
+	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 )
 
 // setting is one line of `serve --check`: a flag name and its effective value.
@@ -17,7 +19,7 @@ type setting struct{ name, value string }
 // use, like `sshd -T`: the algorithm lists as the library will offer them,
 // and lists and defaults resolved. No setting holds key material (keys are
 // files under --state-dir), so every value can be printed.
-func effectiveSettings(e *envFlags, c *serveConfig) []setting {
+func effectiveSettings(e *cliconfig.Flags, c *serveConfig) []setting {
 	offered := c.algorithms.Offered()
 	resolved := map[string]string{
 		"users":      strings.Join(c.users, ","),
@@ -30,7 +32,7 @@ func effectiveSettings(e *envFlags, c *serveConfig) []setting {
 		resolved["authorized-keys"] = filepath.Join(c.stateDir, authorizedKeysFile)
 	}
 	var out []setting
-	e.fs.VisitAll(func(f *flag.Flag) {
+	e.FlagSet.VisitAll(func(f *flag.Flag) {
 		if f.Name == "check" {
 			return
 		}

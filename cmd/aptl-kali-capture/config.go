@@ -3,9 +3,8 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/user"
@@ -15,96 +14,23 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/broker"
-	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // Every setting is a flag with an APTL_CAPTURE_* environment equivalent
-// (DESIGN §3.7). The environment supplies the default, the flag overrides
-// it, and every value is checked before the server starts, with an error
-// that names both spellings of the setting.
+// (internal/cliconfig, shared with aptl-launch-agent). The environment
+// supplies the default, the flag overrides it, and every value is checked
+// before the server starts, with an error that names both spellings of the
+// setting.
 
-// envFlags binds flags to environment variables on one FlagSet and collects
-// the errors of environment values that do not parse.
-type envFlags struct {
-	fs   *flag.FlagSet
-	errs []error
-	// envOf maps a flag name to its environment variable, for messages.
-	envOf map[string]string
-}
-
-func newEnvFlags(name string) *envFlags {
-	return &envFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError), envOf: map[string]string{}}
-}
-
-func (e *envFlags) lookup(name, env string) (string, bool) {
-	e.envOf[name] = env
-	return os.LookupEnv(env)
-}
-
-func (e *envFlags) usage(env, text string) string { return text + " (env " + env + ")" }
-
-func (e *envFlags) String(p *string, name, env, def, text string) {
-	if v, ok := e.lookup(name, env); ok {
-		def = v
-	}
-	e.fs.StringVar(p, name, def, e.usage(env, text))
-}
-
-func (e *envFlags) Int(p *int, name, env string, def int, text string) {
-	if v, ok := e.lookup(name, env); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil {
-			e.errs = append(e.errs, fmt.Errorf("%s: %q is not a whole number", env, v))
-		} else {
-			def = n
-		}
-	}
-	e.fs.IntVar(p, name, def, e.usage(env, text))
-}
-
-func (e *envFlags) Bool(p *bool, name, env, text string) {
-	def := false
-	if v, ok := e.lookup(name, env); ok {
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			e.errs = append(e.errs, fmt.Errorf("%s: %q is not true or false", env, v))
-		}
-		def = b
-	}
-	e.fs.BoolVar(p, name, def, e.usage(env, text))
-}
-
-func (e *envFlags) Duration(p *time.Duration, name, env string, def time.Duration, text string) {
-	if v, ok := e.lookup(name, env); ok {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		if err != nil {
-			e.errs = append(e.errs, fmt.Errorf("%s: %q is not a duration like 30s", env, v))
-		} else {
-			def = d
-		}
-	}
-	e.fs.DurationVar(p, name, def, e.usage(env, text))
-}
-
-// parse parses args and returns the flag error, or every environment error
-// joined.
-func (e *envFlags) parse(args []string) error {
-	if err := e.fs.Parse(args); err != nil {
-		return err
-	}
-	if len(e.errs) > 0 {
-		return errors.Join(e.errs...)
-	}
-	if e.fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", e.fs.Arg(0))
-	}
-	return nil
-}
-
-// settingError names the flag and its environment variable.
-func (e *envFlags) settingError(name string, format string, args ...any) error {
-	return fmt.Errorf("--%s / %s: %s", name, e.envOf[name], fmt.Sprintf(format, args...))
+// newEnvFlags returns the settings of a subcommand, read from the process's
+// environment.
+func newEnvFlags(name string) *cliconfig.Flags {
+	return cliconfig.New(name, os.LookupEnv, os.Stderr)
 }
 
 // serveConfig is the checked configuration of the serve subcommand.
@@ -117,6 +43,7 @@ type serveConfig struct {
 	launch         string
 	acceptEnv      []string
 	logFormat      string
+	logLevel       slog.Level
 	shutdownGrace  time.Duration
 	limits         broker.Limits
 	sync           recorder.SyncMode
@@ -147,10 +74,10 @@ const (
 	defaultStateDir = "aptl-dev/state"
 )
 
-func parseServeConfig(args []string) (*serveConfig, error) {
+func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, error) {
 	c := &serveConfig{}
 	lim := broker.DefaultLimits()
-	e := newEnvFlags("serve")
+	e := cliconfig.New("serve", lookup, os.Stderr)
 	var users, acceptEnv string
 	e.String(&c.listen, "listen", "APTL_CAPTURE_LISTEN", defaultListen, "host:port of the SSH server")
 	e.String(&c.root, "root", "APTL_CAPTURE_ROOT", defaultRoot, "capture root: <root>/<run>/<session>/pty/...")
@@ -158,15 +85,15 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	e.String(&c.authorizedKeys, "authorized-keys", "APTL_CAPTURE_AUTHORIZED_KEYS", "", "OpenSSH authorized_keys file (default: <state-dir>/authorized_keys, created with a new client key if absent)")
 	e.String(&users, "users", "APTL_CAPTURE_USERS", currentUserName(), "comma-separated SSH login names allowed")
 	e.String(&c.launch, "launch", "APTL_CAPTURE_LAUNCH", "local", "launch adapter: local (shell in the sidecar) or agent (shell in the workload via aptl-launch-agent)")
-	e.String(&c.agentSocket, "agent-socket", "APTL_CAPTURE_AGENT_SOCKET", launch.DefaultAgentSocket, "the agent's Unix socket: an absolute path, or @name for an abstract socket in the shared network namespace")
-	e.Duration(&c.agentDial, "agent-dial-timeout", "APTL_CAPTURE_AGENT_DIAL_TIMEOUT", launch.DefaultAgentDialTimeout, "time to connect to the agent")
-	e.Duration(&c.agentReply, "agent-reply-timeout", "APTL_CAPTURE_AGENT_REPLY_TIMEOUT", launch.DefaultAgentReplyTimeout, "time the agent has to answer a request")
+	e.String(&c.agentSocket, "agent-socket", "APTL_CAPTURE_AGENT_SOCKET", agentwire.DefaultSocket, "the agent's Unix socket: an absolute path, or @name for an abstract socket in the shared network namespace")
+	e.Duration(&c.agentDial, "agent-dial-timeout", "APTL_CAPTURE_AGENT_DIAL_TIMEOUT", agentclient.DefaultAgentDialTimeout, "time to connect to the agent")
+	e.Duration(&c.agentReply, "agent-reply-timeout", "APTL_CAPTURE_AGENT_REPLY_TIMEOUT", agentclient.DefaultAgentReplyTimeout, "time the agent has to answer a request")
 	e.Duration(&c.agentProbe, "agent-probe-interval", "APTL_CAPTURE_AGENT_PROBE_INTERVAL", 5*time.Second, "how often readiness probes the agent")
 	e.Int(&c.agentUID, "agent-uid", "APTL_CAPTURE_AGENT_UID", 0, "uid the launch agent must run as (checked with SO_PEERCRED: anyone can bind an abstract socket name)")
 	e.Bool(&c.insecureAgentSamePIDNS, "insecure-agent-same-pidns", "APTL_CAPTURE_INSECURE_AGENT_SAME_PIDNS", "development only: accept a launch agent in the sidecar's own PID namespace")
 	e.String(&c.readyFile, "ready-file", "APTL_CAPTURE_READY_FILE", defaultReadyFile, "readiness file (key=value lines) that the health subcommand reads")
 	e.String(&acceptEnv, "accept-env", "APTL_CAPTURE_ACCEPT_ENV", strings.Join(broker.DefaultAcceptEnv, ","), "env names (or PREFIX*) passed to the session besides APTL_SESSION_ID, APTL_RUN_ID, APTL_TRACE_ID")
-	e.String(&c.logFormat, "log-format", "APTL_CAPTURE_LOG_FORMAT", "text", "log format: text or json")
+	logging := e.LoggingFlags("APTL_CAPTURE_", "text")
 	e.Duration(&c.shutdownGrace, "shutdown-grace", "APTL_CAPTURE_SHUTDOWN_GRACE", 10*time.Second, "time SIGTERM allows sessions to finalize")
 	e.Int(&lim.MaxAuthTries, "max-auth-tries", "APTL_CAPTURE_MAX_AUTH_TRIES", lim.MaxAuthTries, "authentication attempts per connection")
 	e.Duration(&lim.LoginGrace, "login-grace", "APTL_CAPTURE_LOGIN_GRACE", lim.LoginGrace, "time allowed from connect to authenticated")
@@ -181,10 +108,14 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	e.Int(&maxMB, "max-transcript-mb", "APTL_CAPTURE_MAX_TRANSCRIPT_MB", 0, "bytes a typescript stores, in MiB (0: no cap); later data is digested and counted, not stored")
 	// Transport algorithms, in OpenSSH's list syntax (broker.ApplyAlgorithmSpec).
 	algSpecs := algorithmFlags(e)
-	e.fs.BoolVar(&c.checkOnly, "check", false, "check the settings, print the effective ones (name value per line) and exit")
-	if err := e.parse(args); err != nil {
+	e.FlagSet.BoolVar(&c.checkOnly, "check", false, "check the settings, print the effective ones (name value per line) and exit")
+	if err := e.Parse(args); err != nil {
 		return nil, err
 	}
+	if err := logging.Check(); err != nil {
+		return nil, err
+	}
+	c.logFormat, c.logLevel = logging.Format(), logging.Level()
 	algs, err := resolveAlgorithms(e, algSpecs)
 	if err != nil {
 		return nil, err
@@ -199,10 +130,10 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	case "strict":
 		c.sync = recorder.SyncStrict
 	default:
-		return nil, e.settingError("sync", "%q is neither interval nor strict", syncMode)
+		return nil, e.SettingError("sync", "%q is neither interval nor strict", syncMode)
 	}
 	if maxMB < 0 || maxMB > 1<<20 {
-		return nil, e.settingError("max-transcript-mb", "out of range")
+		return nil, e.SettingError("max-transcript-mb", "out of range")
 	}
 	c.maxTranscript = int64(maxMB) << 20
 	c.users = splitList(users)
@@ -215,63 +146,60 @@ func parseServeConfig(args []string) (*serveConfig, error) {
 	return c, nil
 }
 
-func (c *serveConfig) check(e *envFlags) error {
+func (c *serveConfig) check(e *cliconfig.Flags) error {
 	if err := checkListen(c.listen); err != nil {
-		return e.settingError("listen", "%v", err)
+		return e.SettingError("listen", "%v", err)
 	}
 	if c.root == "" {
-		return e.settingError("root", "must not be empty")
+		return e.SettingError("root", "must not be empty")
 	}
 	if c.stateDir == "" {
-		return e.settingError("state-dir", "must not be empty")
+		return e.SettingError("state-dir", "must not be empty")
 	}
 	if len(c.users) == 0 {
-		return e.settingError("users", "name at least one login user")
+		return e.SettingError("users", "name at least one login user")
 	}
 	for _, u := range c.users {
-		if !launch.ValidLoginName(u) {
-			return e.settingError("users", "%q is not a valid login name", u)
+		if !login.ValidLoginName(u) {
+			return e.SettingError("users", "%q is not a valid login name", u)
 		}
 	}
 	switch c.launch {
 	case "local":
 	case "agent":
-		if err := launch.CheckAgentSocket(c.agentSocket); err != nil {
-			return e.settingError("agent-socket", "%v", err)
+		if err := agentwire.CheckSocket(c.agentSocket); err != nil {
+			return e.SettingError("agent-socket", "%v", err)
 		}
 	default:
-		return e.settingError("launch", "unknown adapter %q (want local or agent)", c.launch)
+		return e.SettingError("launch", "unknown adapter %q (want local or agent)", c.launch)
 	}
 	for name, d := range map[string]time.Duration{"agent-dial-timeout": c.agentDial, "agent-reply-timeout": c.agentReply, "agent-probe-interval": c.agentProbe} {
 		if d <= 0 || d > time.Minute {
-			return e.settingError(name, "must be more than 0 and at most 1m")
+			return e.SettingError(name, "must be more than 0 and at most 1m")
 		}
 	}
 	if c.agentUID < 0 {
-		return e.settingError("agent-uid", "must not be negative")
+		return e.SettingError("agent-uid", "must not be negative")
 	}
 	if c.readyFile == "" || !filepath.IsAbs(c.readyFile) && strings.HasPrefix(c.readyFile, "-") {
-		return e.settingError("ready-file", "must be a path")
+		return e.SettingError("ready-file", "must be a path")
 	}
 	for _, p := range c.acceptEnv {
 		if !broker.ValidEnvPattern(p) {
-			return e.settingError("accept-env", "%q is not an environment name or NAME* prefix", p)
+			return e.SettingError("accept-env", "%q is not an environment name or NAME* prefix", p)
 		}
 		// The agent refuses every session that carries such a name: say so now.
-		if c.launch == "agent" && !launch.AgentEnvPatternAllowed(p) {
-			return e.settingError("accept-env", "%q names env the launch agent refuses; with --launch agent only %s may be passed", p, launch.AgentEnvSet())
+		if c.launch == "agent" && !agentwire.EnvPatternAllowed(p) {
+			return e.SettingError("accept-env", "%q names env the launch agent refuses; with --launch agent only %s may be passed", p, agentwire.EnvSet())
 		}
 	}
-	if c.logFormat != "text" && c.logFormat != "json" {
-		return e.settingError("log-format", "%q is neither text nor json", c.logFormat)
-	}
 	if c.shutdownGrace <= 0 {
-		return e.settingError("shutdown-grace", "must be positive")
+		return e.SettingError("shutdown-grace", "must be positive")
 	}
 	return checkLimits(e, c.limits)
 }
 
-func checkLimits(e *envFlags, l broker.Limits) error {
+func checkLimits(e *cliconfig.Flags, l broker.Limits) error {
 	for _, v := range []struct {
 		name string
 		ok   bool
@@ -284,7 +212,7 @@ func checkLimits(e *envFlags, l broker.Limits) error {
 		{"max-env", l.MaxEnvRequests > 0 && l.MaxEnvRequests <= 1000},
 	} {
 		if !v.ok {
-			return e.settingError(v.name, "out of range")
+			return e.SettingError(v.name, "out of range")
 		}
 	}
 	return checkPreauthLimits(e, l)
@@ -297,7 +225,7 @@ func checkLimits(e *envFlags, l broker.Limits) error {
 
 // bindPreauthFlags defines the pre-authentication flags; the function it
 // returns stores their parsed values in lim once the flags are parsed.
-func bindPreauthFlags(e *envFlags, lim *broker.Limits) func() error {
+func bindPreauthFlags(e *cliconfig.Flags, lim *broker.Limits) func() error {
 	var startups string
 	e.String(&startups, "max-startups", "APTL_CAPTURE_MAX_STARTUPS", lim.MaxStartups.String(),
 		"unauthenticated connections, OpenSSH start:rate:full: from start on refuse rate% of new ones, rising to all at full")
@@ -306,21 +234,21 @@ func bindPreauthFlags(e *envFlags, lim *broker.Limits) func() error {
 	return func() error {
 		m, err := broker.ParseMaxStartups(startups)
 		if err != nil {
-			return e.settingError("max-startups", "%v", err)
+			return e.SettingError("max-startups", "%v", err)
 		}
 		lim.MaxStartups = m
 		return nil
 	}
 }
 
-func checkPreauthLimits(e *envFlags, l broker.Limits) error {
+func checkPreauthLimits(e *cliconfig.Flags, l broker.Limits) error {
 	switch {
 	case l.MaxStartups.Full > 10000:
-		return e.settingError("max-startups", "full out of range")
+		return e.SettingError("max-startups", "full out of range")
 	case l.MaxStartups.Full >= l.MaxConns:
-		return e.settingError("max-startups", "full (%d) must be below --max-conns (%d), or unauthenticated connections could take every slot", l.MaxStartups.Full, l.MaxConns)
+		return e.SettingError("max-startups", "full (%d) must be below --max-conns (%d), or unauthenticated connections could take every slot", l.MaxStartups.Full, l.MaxConns)
 	case l.PerSourceMaxStartups <= 0 || l.PerSourceMaxStartups > l.MaxStartups.Full:
-		return e.settingError("per-source-max-startups", "must be from 1 to --max-startups' full (%d)", l.MaxStartups.Full)
+		return e.SettingError("per-source-max-startups", "must be from 1 to --max-startups' full (%d)", l.MaxStartups.Full)
 	}
 	return nil
 }

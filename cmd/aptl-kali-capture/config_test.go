@@ -3,16 +3,18 @@
 package main
 
 import (
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 )
 
 func TestParseServeConfigDefaults(t *testing.T) {
-	c, err := parseServeConfig(nil)
+	c, err := parseServeConfig(nil, cliconfig.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,11 +27,12 @@ func TestParseServeConfigDefaults(t *testing.T) {
 }
 
 func TestParseServeConfigEnvAndFlags(t *testing.T) {
-	t.Setenv("APTL_CAPTURE_LISTEN", "0.0.0.0:22")
-	t.Setenv("APTL_CAPTURE_USERS", "kali, tools")
-	t.Setenv("APTL_CAPTURE_LOGIN_GRACE", "5s")
-	t.Setenv("APTL_CAPTURE_MAX_SESSIONS", "9")
-	c, err := parseServeConfig([]string{"--max-sessions", "12", "--root", "/var/log/aptl/captures"})
+	env := map[string]string{}
+	env["APTL_CAPTURE_LISTEN"] = "0.0.0.0:22"
+	env["APTL_CAPTURE_USERS"] = "kali, tools"
+	env["APTL_CAPTURE_LOGIN_GRACE"] = "5s"
+	env["APTL_CAPTURE_MAX_SESSIONS"] = "9"
+	c, err := parseServeConfig([]string{"--max-sessions", "12", "--root", "/var/log/aptl/captures"}, cliconfig.MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +51,10 @@ func TestParseServeConfigEnvAndFlags(t *testing.T) {
 }
 
 func TestParseServeConfigAgent(t *testing.T) {
-	t.Setenv("APTL_CAPTURE_LAUNCH", "agent")
-	t.Setenv("APTL_CAPTURE_AGENT_SOCKET", "/run/aptl/agent.sock")
-	c, err := parseServeConfig(nil)
+	env := map[string]string{}
+	env["APTL_CAPTURE_LAUNCH"] = "agent"
+	env["APTL_CAPTURE_AGENT_SOCKET"] = "/run/aptl/agent.sock"
+	c, err := parseServeConfig(nil, cliconfig.MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +99,7 @@ func TestParseServeConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			_, err := parseServeConfig(tt.args)
+			_, err := parseServeConfig(tt.args, cliconfig.MapLookup(tt.env))
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
 			}
@@ -107,7 +108,7 @@ func TestParseServeConfigErrors(t *testing.T) {
 }
 
 func TestParseServeConfigAlgorithms(t *testing.T) {
-	c, err := parseServeConfig(nil)
+	c, err := parseServeConfig(nil, cliconfig.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +119,10 @@ func TestParseServeConfigAlgorithms(t *testing.T) {
 	}
 
 	// A lab with an older client: the environment adds, the flag wins.
-	t.Setenv("APTL_CAPTURE_KEX", "+diffie-hellman-group14-sha1")
-	t.Setenv("APTL_CAPTURE_MACS", "+hmac-sha1")
-	c, err = parseServeConfig([]string{"--macs", "^hmac-sha2-512-etm@openssh.com", "--ciphers", "-aes192-ctr"})
+	env := map[string]string{}
+	env["APTL_CAPTURE_KEX"] = "+diffie-hellman-group14-sha1"
+	env["APTL_CAPTURE_MACS"] = "+hmac-sha1"
+	c, err = parseServeConfig([]string{"--macs", "^hmac-sha2-512-etm@openssh.com", "--ciphers", "-aes192-ctr"}, cliconfig.MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func TestParseServeConfigAlgorithms(t *testing.T) {
 }
 
 func TestServeCheckPrintsEffectiveSettings(t *testing.T) {
-	c, err := parseServeConfig([]string{"--check", "--kex", "curve25519-sha256", "--macs", "+hmac-sha1", "--state-dir", "/var/lib/aptl"})
+	c, err := parseServeConfig([]string{"--check", "--kex", "curve25519-sha256", "--macs", "+hmac-sha1", "--state-dir", "/var/lib/aptl"}, cliconfig.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +170,7 @@ func TestServeCheckPrintsEffectiveSettings(t *testing.T) {
 	if warn.String() != "" {
 		t.Errorf("hmac-sha1 is not in x/crypto's insecure list, yet warned: %q", warn.String())
 	}
-	c, err = parseServeConfig([]string{"--check", "--kex", "+diffie-hellman-group14-sha1"})
+	c, err = parseServeConfig([]string{"--check", "--kex", "+diffie-hellman-group14-sha1"}, cliconfig.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +185,7 @@ func TestServeCheckPrintsEffectiveSettings(t *testing.T) {
 }
 
 func TestParseServeConfigPreauth(t *testing.T) {
-	c, err := parseServeConfig(nil)
+	c, err := parseServeConfig(nil, cliconfig.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,9 +195,10 @@ func TestParseServeConfigPreauth(t *testing.T) {
 			c.limits.MaxStartups, c.limits.PerSourceMaxStartups, c.limits.LoginGrace, want)
 	}
 
-	t.Setenv("APTL_CAPTURE_MAX_STARTUPS", "10:50:40")
-	t.Setenv("APTL_CAPTURE_PER_SOURCE_MAX_STARTUPS", "3")
-	c, err = parseServeConfig([]string{"--max-startups", "12"})
+	env := map[string]string{}
+	env["APTL_CAPTURE_MAX_STARTUPS"] = "10:50:40"
+	env["APTL_CAPTURE_PER_SOURCE_MAX_STARTUPS"] = "3"
+	c, err = parseServeConfig([]string{"--max-startups", "12"}, cliconfig.MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,13 +227,26 @@ func TestParseServeConfigPreauthErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			_, err := parseServeConfig(tt.args)
+			_, err := parseServeConfig(tt.args, cliconfig.MapLookup(tt.env))
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestParseServeConfigLogLevel: serve has --log-level, as aptl-launch-agent
+// has, with its environment variable and an error naming both.
+func TestParseServeConfigLogLevel(t *testing.T) {
+	c, err := parseServeConfig([]string{"--log-level", "debug"}, cliconfig.MapLookup(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.logLevel != slog.LevelDebug {
+		t.Errorf("log level = %v, want debug", c.logLevel)
+	}
+	_, err = parseServeConfig(nil, cliconfig.MapLookup(map[string]string{"APTL_CAPTURE_LOG_LEVEL": "loud"}))
+	if want := `--log-level / APTL_CAPTURE_LOG_LEVEL: "loud" is not debug, info, warn or error`; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
 	}
 }

@@ -27,7 +27,7 @@ func runHealth(args []string) int {
 	var readyFile, listen string
 	e.String(&readyFile, "ready-file", "APTL_CAPTURE_READY_FILE", defaultReadyFile, "readiness file the server writes")
 	e.String(&listen, "listen", "APTL_CAPTURE_LISTEN", defaultListen, "the server's listen address")
-	err := e.parse(args)
+	err := e.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}

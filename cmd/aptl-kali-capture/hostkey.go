@@ -26,7 +26,7 @@ func runHostKey(args []string) int {
 	var stateDir, host string
 	e.String(&stateDir, "state-dir", "APTL_CAPTURE_STATE_DIR", defaultStateDir, "private state directory holding "+broker.HostKeyFile)
 	e.String(&host, "host", "APTL_CAPTURE_HOSTKEY_HOST", "aptl-kali-capture", "host pattern for the known_hosts line, e.g. [kali]:22")
-	err := e.parse(args)
+	err := e.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+
+	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 )
 
 // Exit codes of the command itself.
@@ -13,8 +15,8 @@ const (
 	exitOK = 0
 	// exitFailure is a run that started and failed.
 	exitFailure = 1
-	// exitUsage is a usage error, as Go's flag package exits on one.
-	exitUsage = 2
+	// exitUsage is a usage error, the same for aptl-launch-agent.
+	exitUsage = cliconfig.ExitUsage
 )
 
 type command struct {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
+	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
 // defaultReadyFile is where the lab's Compose healthcheck looks (README.md,
@@ -134,13 +136,13 @@ func startReadiness(cfg *serveConfig, probe prober, log *slog.Logger) (stop func
 // readiness watcher.
 func newLauncher(cfg *serveConfig) (launch.Launcher, prober, error) {
 	if cfg.launch == "local" {
-		return launch.NewLocal(), nil, nil
+		return local.New(), nil, nil
 	}
-	opts := []launch.AgentOption{launch.WithDialTimeout(cfg.agentDial), launch.WithReplyTimeout(cfg.agentReply), launch.WithAgentUID(cfg.agentUID)}
+	opts := []agentclient.AgentOption{agentclient.WithDialTimeout(cfg.agentDial), agentclient.WithReplyTimeout(cfg.agentReply), agentclient.WithAgentUID(cfg.agentUID)}
 	if cfg.insecureAgentSamePIDNS {
-		opts = append(opts, launch.InsecureAllowAgentInSamePIDNS())
+		opts = append(opts, agentclient.InsecureAllowAgentInSamePIDNS())
 	}
-	a, err := launch.NewAgent(cfg.agentSocket, opts...)
+	a, err := agentclient.NewAgent(cfg.agentSocket, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -34,7 +35,7 @@ const (
 )
 
 func runServe(args []string) int {
-	cfg, err := parseServeConfig(args)
+	cfg, err := parseServeConfig(args, os.LookupEnv)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
@@ -46,19 +47,12 @@ func runServe(args []string) int {
 		printSettings(os.Stdout, os.Stderr, cfg)
 		return exitOK
 	}
-	log := newLogger(cfg.logFormat, os.Stderr)
+	log := cliconfig.NewLogger(os.Stderr, cfg.logFormat, cfg.logLevel)
 	if err := serve(cfg, log, os.Stdout); err != nil {
 		log.Error("serve failed", "err", err.Error())
 		return exitFailure
 	}
 	return exitOK
-}
-
-func newLogger(format string, w io.Writer) *slog.Logger {
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
-	}
-	return slog.New(slog.NewTextHandler(w, nil))
 }
 
 func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {

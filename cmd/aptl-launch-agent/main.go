@@ -1,7 +1,8 @@
 // Command aptl-launch-agent runs in the workload container, as root there,
 // and starts each recorded session's login shell on the PTY slave the
 // aptl-kali-capture sidecar sends it; the sidecar keeps the master and the
-// recording (DESIGN.md §3.5). The wire protocol is in launch/wire_linux.go.
+// recording (README.md, "The agent adapter"). The wire protocol is
+// internal/agentwire; the server is package agentd.
 //
 // It is built static (CGO_ENABLED=0) so that one binary runs in any workload
 // image. It reads the workload's own /etc/passwd and /etc/group, never NSS.
@@ -24,14 +25,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/agentd"
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+	"github.com/aptl/aptl-kali-capture/internal/login"
 )
 
-// Exit codes: EX_USAGE from sysexits(3) for usage errors.
+// Exit codes; a usage error exits as aptl-kali-capture's do (cliconfig.ExitUsage).
 const (
 	exitOK      = 0
 	exitFailure = 1
-	exitUsage   = 64
+	exitUsage   = cliconfig.ExitUsage
 )
 
 // shutdownGrace is how long SIGTERM waits for sessions to be hung up and
@@ -39,15 +43,15 @@ const (
 const shutdownGrace = 5 * time.Second
 
 func main() {
-	if err := launch.EnsureEmptySigmask(); err != nil {
+	if err := login.EnsureEmptySigmask(); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-launch-agent: %v\n", err)
 		os.Exit(exitFailure)
 	}
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stderr))
 }
 
 // config is the checked configuration. Every setting is a flag with an
-// APTL_LAUNCH_AGENT_* environment equivalent; the flag wins.
+// APTL_LAUNCH_AGENT_* environment equivalent; the flag wins (internal/cliconfig).
 type config struct {
 	socket                 string
 	users                  []string
@@ -55,68 +59,45 @@ type config struct {
 	insecureAllowSamePIDNS bool
 	peerUID, peerGID       int
 	maxSessions            int
+	logFormat              string
 	logLevel               slog.Level
 }
 
-func parseConfig(args []string, stderr io.Writer) (*config, error) {
-	fs := flag.NewFlagSet("aptl-launch-agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func parseConfig(args []string, lookup cliconfig.Lookup, stderr io.Writer) (*config, error) {
+	e := cliconfig.New("aptl-launch-agent", lookup, stderr)
 	c := &config{}
-	var users, level string
-	var envErrs []error
-	str := func(p *string, name, env, def, usage string) {
-		if v, ok := os.LookupEnv(env); ok {
-			def = v
-		}
-		fs.StringVar(p, name, def, usage+" (env "+env+")")
-	}
-	boolean := func(p *bool, name, env, usage string) {
-		def := false
-		if v, ok := os.LookupEnv(env); ok {
-			b, err := strconv.ParseBool(strings.TrimSpace(v))
-			if err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s: %q is not true or false", env, v))
-			}
-			def = b
-		}
-		fs.BoolVar(p, name, def, usage+" (env "+env+")")
-	}
+	var users string
 	var raw rawSettings
-	str(&c.socket, "socket", "APTL_LAUNCH_AGENT_SOCKET", launch.DefaultAgentSocket,
+	e.String(&c.socket, "socket", "APTL_LAUNCH_AGENT_SOCKET", agentwire.DefaultSocket,
 		"Unix socket to listen on: an absolute path (created 0600), or @name for an abstract socket in the network namespace")
-	str(&users, "users", "APTL_LAUNCH_AGENT_USERS", "kali", "comma-separated login names sessions may run as")
-	boolean(&c.allowRoot, "allow-root", "APTL_LAUNCH_AGENT_ALLOW_ROOT", "allow sessions as root (or any uid-0 account)")
-	boolean(&c.insecureAllowSamePIDNS, "insecure-allow-same-pidns", "APTL_LAUNCH_AGENT_INSECURE_ALLOW_SAME_PIDNS",
+	e.String(&users, "users", "APTL_LAUNCH_AGENT_USERS", "kali", "comma-separated login names sessions may run as")
+	e.Bool(&c.allowRoot, "allow-root", "APTL_LAUNCH_AGENT_ALLOW_ROOT", "allow sessions as root (or any uid-0 account)")
+	e.Bool(&c.insecureAllowSamePIDNS, "insecure-allow-same-pidns", "APTL_LAUNCH_AGENT_INSECURE_ALLOW_SAME_PIDNS",
 		"development only: accept connections from processes in the agent's own PID namespace (any workload process)")
-	str(&raw.peerUID, "peer-uid", "APTL_LAUNCH_AGENT_PEER_UID", "0",
+	e.String(&raw.peerUID, "peer-uid", "APTL_LAUNCH_AGENT_PEER_UID", "0",
 		"uid the sidecar connects as (SO_PEERCRED); every other peer is refused")
-	str(&raw.peerGID, "peer-gid", "APTL_LAUNCH_AGENT_PEER_GID", "0",
+	e.String(&raw.peerGID, "peer-gid", "APTL_LAUNCH_AGENT_PEER_GID", "0",
 		"gid the sidecar connects as (SO_PEERCRED); every other peer is refused")
-	str(&raw.maxSessions, "max-sessions", "APTL_LAUNCH_AGENT_MAX_SESSIONS", strconv.Itoa(launch.DefaultAgentMaxSessions), "concurrent sessions")
-	str(&level, "log-level", "APTL_LAUNCH_AGENT_LOG_LEVEL", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	e.String(&raw.maxSessions, "max-sessions", "APTL_LAUNCH_AGENT_MAX_SESSIONS", strconv.Itoa(agentd.DefaultAgentMaxSessions), "concurrent sessions")
+	logging := e.LoggingFlags("APTL_LAUNCH_AGENT_", "json")
+	if err := e.Parse(args); err != nil {
 		return nil, err
 	}
-	if len(envErrs) > 0 {
-		return nil, errors.Join(envErrs...)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err := launch.CheckAgentSocket(c.socket); err != nil {
-		return nil, fmt.Errorf("--socket / APTL_LAUNCH_AGENT_SOCKET: %w", err)
+	if err := agentwire.CheckSocket(c.socket); err != nil {
+		return nil, e.SettingError("socket", "%v", err)
 	}
 	for _, u := range strings.Split(users, ",") {
 		if u = strings.TrimSpace(u); u != "" {
 			c.users = append(c.users, u)
 		}
 	}
-	if err := c.setNumbers(raw); err != nil {
+	if err := c.setNumbers(e, raw); err != nil {
 		return nil, err
 	}
-	if err := c.logLevel.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level / APTL_LAUNCH_AGENT_LOG_LEVEL: %q is not debug, info, warn or error", level)
+	if err := logging.Check(); err != nil {
+		return nil, err
 	}
+	c.logFormat, c.logLevel = logging.Format(), logging.Level()
 	return c, nil
 }
 
@@ -125,17 +106,17 @@ type rawSettings struct {
 	peerUID, peerGID, maxSessions string
 }
 
-func (c *config) setNumbers(raw rawSettings) error {
+func (c *config) setNumbers(e *cliconfig.Flags, raw rawSettings) error {
 	var err error
 	if c.peerUID, err = parsePeerID(raw.peerUID); err != nil {
-		return fmt.Errorf("--peer-uid / APTL_LAUNCH_AGENT_PEER_UID: %w", err)
+		return e.SettingError("peer-uid", "%v", err)
 	}
 	if c.peerGID, err = parsePeerID(raw.peerGID); err != nil {
-		return fmt.Errorf("--peer-gid / APTL_LAUNCH_AGENT_PEER_GID: %w", err)
+		return e.SettingError("peer-gid", "%v", err)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(raw.maxSessions))
 	if err != nil || n < 1 || n > 10000 {
-		return fmt.Errorf("--max-sessions / APTL_LAUNCH_AGENT_MAX_SESSIONS: %q is not a number from 1 to 10000", raw.maxSessions)
+		return e.SettingError("max-sessions", "%q is not a number from 1 to 10000", raw.maxSessions)
 	}
 	c.maxSessions = n
 	return nil
@@ -154,8 +135,8 @@ func parsePeerID(s string) (int, error) {
 	return int(n), nil
 }
 
-func run(args []string, stderr io.Writer) int {
-	cfg, err := parseConfig(args, stderr)
+func run(args []string, lookup cliconfig.Lookup, stderr io.Writer) int {
+	cfg, err := parseConfig(args, lookup, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
@@ -164,8 +145,8 @@ func run(args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	// Structured logs only: never argv, env values, commands or terminal bytes.
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-	srv, err := launch.NewAgentServer(launch.AgentConfig{
+	log := cliconfig.NewLogger(stderr, cfg.logFormat, cfg.logLevel)
+	srv, err := agentd.NewAgentServer(agentd.AgentConfig{
 		Users:                         cfg.users,
 		AllowRoot:                     cfg.allowRoot,
 		InsecureAllowSamePIDNamespace: cfg.insecureAllowSamePIDNS,
@@ -178,7 +159,7 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aptl-launch-agent: %v\n", err)
 		return exitUsage
 	}
-	ln, err := launch.ListenAgent(cfg.socket)
+	ln, err := agentd.ListenAgent(cfg.socket)
 	if err != nil {
 		log.Error("listen failed", "err", err.Error())
 		return exitFailure
@@ -191,7 +172,7 @@ func run(args []string, stderr io.Writer) int {
 	return serveUntilSignal(srv, ln, log)
 }
 
-func serveUntilSignal(srv *launch.AgentServer, ln *net.UnixListener, log *slog.Logger) int {
+func serveUntilSignal(srv *agentd.AgentServer, ln *net.UnixListener, log *slog.Logger) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)

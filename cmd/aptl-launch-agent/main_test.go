@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -18,16 +19,16 @@ func TestParseConfig(t *testing.T) {
 		want    *config
 		wantErr string
 	}{
-		{name: "defaults", want: &config{socket: "@aptl-launch-agent", users: []string{"kali"}, maxSessions: 64, logLevel: slog.LevelInfo}},
+		{name: "defaults", want: &config{socket: "@aptl-launch-agent", users: []string{"kali"}, maxSessions: 64, logFormat: "json", logLevel: slog.LevelInfo}},
 		{name: "environment", env: map[string]string{
 			"APTL_LAUNCH_AGENT_SOCKET": "/run/aptl/agent.sock", "APTL_LAUNCH_AGENT_USERS": "kali, root",
 			"APTL_LAUNCH_AGENT_ALLOW_ROOT": "true", "APTL_LAUNCH_AGENT_MAX_SESSIONS": "8", "APTL_LAUNCH_AGENT_LOG_LEVEL": "debug",
-		}, want: &config{socket: "/run/aptl/agent.sock", users: []string{"kali", "root"}, allowRoot: true, maxSessions: 8, logLevel: slog.LevelDebug}},
+		}, want: &config{socket: "/run/aptl/agent.sock", users: []string{"kali", "root"}, allowRoot: true, maxSessions: 8, logFormat: "json", logLevel: slog.LevelDebug}},
 		{name: "flag wins over environment", env: map[string]string{"APTL_LAUNCH_AGENT_USERS": "kali"},
 			args: []string{"-users", "tester", "-insecure-allow-same-pidns"},
-			want: &config{socket: "@aptl-launch-agent", users: []string{"tester"}, insecureAllowSamePIDNS: true, maxSessions: 64, logLevel: slog.LevelInfo}},
+			want: &config{socket: "@aptl-launch-agent", users: []string{"tester"}, insecureAllowSamePIDNS: true, maxSessions: 64, logFormat: "json", logLevel: slog.LevelInfo}},
 		{name: "sidecar credentials", env: map[string]string{"APTL_LAUNCH_AGENT_PEER_UID": "10001"}, args: []string{"-peer-gid", "10002"},
-			want: &config{socket: "@aptl-launch-agent", users: []string{"kali"}, peerUID: 10001, peerGID: 10002, maxSessions: 64, logLevel: slog.LevelInfo}},
+			want: &config{socket: "@aptl-launch-agent", users: []string{"kali"}, peerUID: 10001, peerGID: 10002, maxSessions: 64, logFormat: "json", logLevel: slog.LevelInfo}},
 		{name: "negative peer uid", args: []string{"-peer-uid", "-1"}, wantErr: `--peer-uid / APTL_LAUNCH_AGENT_PEER_UID: "-1" is not a number from 0 to 4294967294`},
 		{name: "peer uid no id", args: []string{"-peer-uid", "4294967295"}, wantErr: "APTL_LAUNCH_AGENT_PEER_UID"},
 		{name: "peer gid a name", env: map[string]string{"APTL_LAUNCH_AGENT_PEER_GID": "root"}, wantErr: `--peer-gid / APTL_LAUNCH_AGENT_PEER_GID: "root" is not a number`},
@@ -35,17 +36,13 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad bool in env", env: map[string]string{"APTL_LAUNCH_AGENT_ALLOW_ROOT": "yes please"}, wantErr: `APTL_LAUNCH_AGENT_ALLOW_ROOT: "yes please" is not true or false`},
 		{name: "max sessions zero", args: []string{"-max-sessions", "0"}, wantErr: "not a number from 1 to 10000"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, wantErr: `"loud" is not debug`},
+		{name: "log format from env", env: map[string]string{"APTL_LAUNCH_AGENT_LOG_FORMAT": "text"},
+			want: &config{socket: "@aptl-launch-agent", users: []string{"kali"}, maxSessions: 64, logFormat: "text", logLevel: slog.LevelInfo}},
+		{name: "bad log format", args: []string{"-log-format", "xml"}, wantErr: `--log-format / APTL_LAUNCH_AGENT_LOG_FORMAT: "xml" is neither text nor json`},
 		{name: "stray argument", args: []string{"serve"}, wantErr: `unexpected argument "serve"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{"SOCKET", "USERS", "ALLOW_ROOT", "INSECURE_ALLOW_SAME_PIDNS", "PEER_UID", "PEER_GID", "MAX_SESSIONS", "LOG_LEVEL"} {
-				t.Setenv("APTL_LAUNCH_AGENT_"+k, "") // restored at the end of the case
-				os.Unsetenv("APTL_LAUNCH_AGENT_" + k)
-			}
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			got, err := parseConfig(tt.args, io.Discard)
+			got, err := parseConfig(tt.args, cliconfig.MapLookup(tt.env), io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("parseConfig = %v, want an error containing %q", err, tt.wantErr)
@@ -64,7 +61,7 @@ func TestParseConfig(t *testing.T) {
 
 func TestRunRefusesRootWithoutAllowRoot(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"-users", "kali,root", "-socket", "@aptl-test-never-listens"}, &stderr); code != exitUsage {
+	if code := run([]string{"-users", "kali,root", "-socket", "@aptl-test-never-listens"}, cliconfig.MapLookup(nil), &stderr); code != exitUsage {
 		t.Errorf("exit code = %d, want %d", code, exitUsage)
 	}
 	if !strings.Contains(stderr.String(), "root is allowed only with AllowRoot") {
@@ -82,7 +79,19 @@ func TestRunHelp(t *testing.T) {
 		}
 		return true
 	}
-	if code := run([]string{"-h"}, &stderr); code != exitOK || !usage(stderr.String()) {
+	if code := run([]string{"-h"}, cliconfig.MapLookup(nil), &stderr); code != exitOK || !usage(stderr.String()) {
 		t.Errorf("exit %d, usage %q", code, stderr.String())
+	}
+}
+
+// TestRunUsageErrorExitCode: a usage error exits 2, as aptl-kali-capture's
+// do (cliconfig.ExitUsage), and the message names the flag.
+func TestRunUsageErrorExitCode(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"-max-sessions", "0"}, cliconfig.MapLookup(nil), &stderr); code != 2 {
+		t.Errorf("exit code = %d, want 2", code)
+	}
+	if !strings.Contains(stderr.String(), "--max-sessions / APTL_LAUNCH_AGENT_MAX_SESSIONS") {
+		t.Errorf("stderr = %q", stderr.String())
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/aptl/aptl-kali-capture/launch"
-
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/login"
 )
 
 // roleEnv selects the re-executed helper role of the test binary.
@@ -24,10 +24,10 @@ func TestMain(m *testing.M) {
 }
 
 // sigmaskHelper prints the SigBlk line of a child it starts, as a session
-// process would be started, after launch.EnsureEmptySigmask if fix is set.
+// process would be started, after login.EnsureEmptySigmask if fix is set.
 func sigmaskHelper(fix bool) int {
 	if fix {
-		if err := launch.EnsureEmptySigmask(); err != nil {
+		if err := login.EnsureEmptySigmask(); err != nil {
 			fmt.Println("error:", err)
 			return 1
 		}
@@ -43,7 +43,7 @@ func sigmaskHelper(fix bool) int {
 
 // TestAgentClearsBlockedSignals starts the test binary from a starter that
 // blocks SIGINT and SIGUSR1 (python3, which can): a child of the plain
-// binary inherits part of that mask, a child after launch.EnsureEmptySigmask none.
+// binary inherits part of that mask, a child after login.EnsureEmptySigmask none.
 func TestAgentClearsBlockedSignals(t *testing.T) {
 	const python = "/usr/bin/python3"
 	if _, err := os.Stat(python); err != nil {
@@ -71,6 +71,6 @@ func TestAgentClearsBlockedSignals(t *testing.T) {
 		t.Fatalf("control child has an empty mask (%q): the test setup cannot show the problem", got)
 	}
 	if got := run("sigmask"); got != "SigBlk:\t0000000000000000" {
-		t.Errorf("child after launch.EnsureEmptySigmask: %q, want an empty mask", got)
+		t.Errorf("child after login.EnsureEmptySigmask: %q, want an empty mask", got)
 	}
 }

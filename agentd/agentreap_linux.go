@@ -1,4 +1,4 @@
-package launch
+package agentd
 
 // This file runs in aptl-launch-agent, in the workload, when the agent is
 // PID 1 of its namespace (a container's entrypoint, or `unshare --pid --fork`).
@@ -18,7 +18,7 @@ import (
 // parent exits is re-parented to PID 1 (the namespace's child reaper,
 // pid_namespaces(7)), and one that never reaps them fills the process table
 // with zombies (a session's `nohup cmd &` that outlives its shell). Session
-// leaders are never reaped here: their Wait (localProcess) must see the
+// leaders are never reaped here: their Wait (login.Process) must see the
 // status. The returned func stops the reaper.
 func (s *AgentServer) startReaper() (stop func()) {
 	if os.Getpid() != 1 {

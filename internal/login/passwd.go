@@ -1,4 +1,8 @@
-package launch
+// Package login starts a session's login shell as an account, the same way
+// for the local adapter (launch/local) and the launch agent (agentd): it
+// reads passwd(5) and group(5) files, decides the identity and credentials,
+// builds the login command and supervises the started process.
+package login
 
 import (
 	"bufio"
@@ -21,36 +25,36 @@ const (
 	// maxAccountLineBytes bounds one line. A group line lists its members, so it is
 	// the longer kind; 64 KiB holds thousands of member names.
 	maxAccountLineBytes = 64 << 10
-	// maxID is the largest valid uid or gid: (uid_t)-1 means "no change" to
+	// MaxID is the largest valid uid or gid: (uid_t)-1 means "no change" to
 	// setresuid(2), so it is not an account.
-	maxID = 1<<32 - 2
+	MaxID = 1<<32 - 2
 )
 
-// errUserNotFound reports that the name or uid has no passwd entry. A missing
+// ErrUserNotFound reports that the name or uid has no passwd entry. A missing
 // passwd file is reported the same way: there is no such user in it.
-var errUserNotFound = errors.New("user not found")
+var ErrUserNotFound = errors.New("user not found")
 
-// passwdEntry is one passwd(5) line, without the password and GECOS fields.
-type passwdEntry struct {
+// PasswdEntry is one passwd(5) line, without the password and GECOS fields.
+type PasswdEntry struct {
 	Name        string
 	UID, GID    int
 	Home, Shell string
 }
 
-// lookupPasswd returns the first entry of the passwd file at path whose name is
-// name, as getpwnam(3) does. It returns an error wrapping errUserNotFound if
+// LookupPasswd returns the first entry of the passwd file at path whose name is
+// name, as getpwnam(3) does. It returns an error wrapping ErrUserNotFound if
 // there is none, and refuses the whole file if a line before the match is malformed.
-func lookupPasswd(path, name string) (passwdEntry, error) {
-	return findPasswd(path, func(e passwdEntry) bool { return e.Name == name })
+func LookupPasswd(path, name string) (PasswdEntry, error) {
+	return findPasswd(path, func(e PasswdEntry) bool { return e.Name == name })
 }
 
-// lookupPasswdByUID is lookupPasswd by uid, as getpwuid(3).
-func lookupPasswdByUID(path string, uid int) (passwdEntry, error) {
-	return findPasswd(path, func(e passwdEntry) bool { return e.UID == uid })
+// LookupPasswdByUID is LookupPasswd by uid, as getpwuid(3).
+func LookupPasswdByUID(path string, uid int) (PasswdEntry, error) {
+	return findPasswd(path, func(e PasswdEntry) bool { return e.UID == uid })
 }
 
-func findPasswd(path string, match func(passwdEntry) bool) (passwdEntry, error) {
-	var found passwdEntry
+func findPasswd(path string, match func(PasswdEntry) bool) (PasswdEntry, error) {
+	var found PasswdEntry
 	ok := false
 	err := scanAccountFile(path, func(n int, line string) (bool, error) {
 		e, err := parsePasswdLine(line)
@@ -64,35 +68,35 @@ func findPasswd(path string, match func(passwdEntry) bool) (passwdEntry, error) 
 		return false, nil
 	})
 	if errors.Is(err, os.ErrNotExist) {
-		return passwdEntry{}, fmt.Errorf("passwd %s: %w", path, errUserNotFound)
+		return PasswdEntry{}, fmt.Errorf("passwd %s: %w", path, ErrUserNotFound)
 	}
 	if err != nil {
-		return passwdEntry{}, err
+		return PasswdEntry{}, err
 	}
 	if !ok {
-		return passwdEntry{}, fmt.Errorf("passwd %s: %w", path, errUserNotFound)
+		return PasswdEntry{}, fmt.Errorf("passwd %s: %w", path, ErrUserNotFound)
 	}
 	return found, nil
 }
 
 // parsePasswdLine parses name:password:uid:gid:gecos:home:shell.
-func parsePasswdLine(line string) (passwdEntry, error) {
+func parsePasswdLine(line string) (PasswdEntry, error) {
 	f := strings.Split(line, ":")
 	if len(f) != 7 {
-		return passwdEntry{}, fmt.Errorf("malformed entry: want 7 fields, got %d", len(f))
+		return PasswdEntry{}, fmt.Errorf("malformed entry: want 7 fields, got %d", len(f))
 	}
 	if f[0] == "" {
-		return passwdEntry{}, errors.New("malformed entry: empty name")
+		return PasswdEntry{}, errors.New("malformed entry: empty name")
 	}
 	uid, err := parseID(f[2])
 	if err != nil {
-		return passwdEntry{}, fmt.Errorf("malformed entry: uid: %w", err)
+		return PasswdEntry{}, fmt.Errorf("malformed entry: uid: %w", err)
 	}
 	gid, err := parseID(f[3])
 	if err != nil {
-		return passwdEntry{}, fmt.Errorf("malformed entry: gid: %w", err)
+		return PasswdEntry{}, fmt.Errorf("malformed entry: gid: %w", err)
 	}
-	return passwdEntry{Name: f[0], UID: uid, GID: gid, Home: f[5], Shell: f[6]}, nil
+	return PasswdEntry{Name: f[0], UID: uid, GID: gid, Home: f[5], Shell: f[6]}, nil
 }
 
 // supplementaryGroups returns the group list for user as initgroups(3) builds it:
@@ -147,8 +151,8 @@ func parseGroupLine(line string) (gid int, members []string, err error) {
 func parseID(s string) (int, error) {
 	// ParseUint refuses signs and spaces, which Atoi would partly accept.
 	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || n > maxID {
-		return 0, fmt.Errorf("not an id in 0..%d", uint64(maxID))
+	if err != nil || n > MaxID {
+		return 0, fmt.Errorf("not an id in 0..%d", uint64(MaxID))
 	}
 	return int(n), nil
 }

@@ -1,22 +1,14 @@
-package launch
+package login
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-)
 
-func writeFixture(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
+)
 
 const passwdFixture = `root:x:0:0:root:/root:/bin/bash
 # a comment line
@@ -34,16 +26,16 @@ func TestLookupPasswd(t *testing.T) {
 		name    string
 		content string
 		user    string
-		want    passwdEntry
+		want    PasswdEntry
 		wantErr string // substring; "" means success
-		notFnd  bool   // error wraps errUserNotFound
+		notFnd  bool   // error wraps ErrUserNotFound
 	}{
 		{name: "root", content: passwdFixture, user: "root",
-			want: passwdEntry{Name: "root", UID: 0, GID: 0, Home: "/root", Shell: "/bin/bash"}},
+			want: PasswdEntry{Name: "root", UID: 0, GID: 0, Home: "/root", Shell: "/bin/bash"}},
 		{name: "after comments and blank lines", content: passwdFixture, user: "kali",
-			want: passwdEntry{Name: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/usr/bin/zsh"}},
+			want: PasswdEntry{Name: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/usr/bin/zsh"}},
 		{name: "empty shell kept empty", content: passwdFixture, user: "noshell",
-			want: passwdEntry{Name: "noshell", UID: 1001, GID: 1001, Home: "/home/noshell", Shell: ""}},
+			want: PasswdEntry{Name: "noshell", UID: 1001, GID: 1001, Home: "/home/noshell", Shell: ""}},
 		{name: "missing user", content: passwdFixture, user: "nobody", notFnd: true, wantErr: "not found"},
 		{name: "nis compat line is not a user", content: passwdFixture, user: "+nisuser", notFnd: true, wantErr: "not found"},
 		{name: "too few fields", content: "root:x:0:0:root:/root\n", user: "root",
@@ -62,57 +54,57 @@ func TestLookupPasswd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := writeFixture(t, "passwd", tt.content)
-			got, err := lookupPasswd(p, tt.user)
+			p := testutil.WriteFixture(t, "passwd", tt.content)
+			got, err := LookupPasswd(p, tt.user)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("lookupPasswd error = %v, want containing %q", err, tt.wantErr)
+					t.Fatalf("LookupPasswd error = %v, want containing %q", err, tt.wantErr)
 				}
-				if errors.Is(err, errUserNotFound) != tt.notFnd {
-					t.Fatalf("errors.Is(%v, errUserNotFound) = %v, want %v", err, !tt.notFnd, tt.notFnd)
+				if errors.Is(err, ErrUserNotFound) != tt.notFnd {
+					t.Fatalf("errors.Is(%v, ErrUserNotFound) = %v, want %v", err, !tt.notFnd, tt.notFnd)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("lookupPasswd: %v", err)
+				t.Fatalf("LookupPasswd: %v", err)
 			}
 			if got != tt.want {
-				t.Fatalf("lookupPasswd = %+v, want %+v", got, tt.want)
+				t.Fatalf("LookupPasswd = %+v, want %+v", got, tt.want)
 			}
 		})
 	}
 }
 
 func TestLookupPasswdByUID(t *testing.T) {
-	p := writeFixture(t, "passwd", passwdFixture)
-	got, err := lookupPasswdByUID(p, 1000)
+	p := testutil.WriteFixture(t, "passwd", passwdFixture)
+	got, err := LookupPasswdByUID(p, 1000)
 	if err != nil || got.Name != "kali" {
-		t.Fatalf("lookupPasswdByUID(1000) = %+v, %v; want kali", got, err)
+		t.Fatalf("LookupPasswdByUID(1000) = %+v, %v; want kali", got, err)
 	}
-	if _, err := lookupPasswdByUID(p, 4242); !errors.Is(err, errUserNotFound) {
-		t.Fatalf("lookupPasswdByUID(4242) error = %v, want errUserNotFound", err)
+	if _, err := LookupPasswdByUID(p, 4242); !errors.Is(err, ErrUserNotFound) {
+		t.Fatalf("LookupPasswdByUID(4242) error = %v, want ErrUserNotFound", err)
 	}
 }
 
 func TestLookupPasswdFileBounds(t *testing.T) {
 	t.Run("missing file is no such user", func(t *testing.T) {
-		_, err := lookupPasswd(filepath.Join(t.TempDir(), "absent"), "root")
-		if !errors.Is(err, errUserNotFound) {
-			t.Fatalf("error = %v, want errUserNotFound", err)
+		_, err := LookupPasswd(filepath.Join(t.TempDir(), "absent"), "root")
+		if !errors.Is(err, ErrUserNotFound) {
+			t.Fatalf("error = %v, want ErrUserNotFound", err)
 		}
 	})
 	t.Run("oversize file", func(t *testing.T) {
 		line := "u:x:1:1::/h:/bin/sh\n"
 		big := strings.Repeat(line, maxAccountFileBytes/len(line)+1)
-		p := writeFixture(t, "passwd", "root:x:0:0::/root:/bin/sh\n"+big)
-		_, err := lookupPasswd(p, "root")
+		p := testutil.WriteFixture(t, "passwd", "root:x:0:0::/root:/bin/sh\n"+big)
+		_, err := LookupPasswd(p, "root")
 		if err == nil || !strings.Contains(err.Error(), "larger than") {
 			t.Fatalf("error = %v, want a size error", err)
 		}
 	})
 	t.Run("not a regular file", func(t *testing.T) {
-		_, err := lookupPasswd(t.TempDir(), "root")
-		if err == nil || errors.Is(err, errUserNotFound) {
+		_, err := LookupPasswd(t.TempDir(), "root")
+		if err == nil || errors.Is(err, ErrUserNotFound) {
 			t.Fatalf("error = %v, want a non-regular-file error", err)
 		}
 	})
@@ -145,7 +137,7 @@ dup:x:27:kali
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := writeFixture(t, "group", tt.content)
+			p := testutil.WriteFixture(t, "group", tt.content)
 			got, err := supplementaryGroups(p, tt.user, tt.primary)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {

@@ -1,10 +1,14 @@
-package launch
+package agentd
 
 import (
 	"context"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 )
 
 // TestAgentRefusesEnvOutsideSet: even the trusted sidecar adapter cannot
@@ -15,19 +19,19 @@ func TestAgentRefusesEnvOutsideSet(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	for _, name := range []string{"LD_PRELOAD", "BASH_ENV", "ENV", "PATH", "LD_LIBRARY_PATH", "HOME", "LCX"} {
 		t.Run(name, func(t *testing.T) {
-			spec, stdin, stdout, _ := pipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
+			spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
 			spec.Env = []string{"LANG=C.UTF-8", name + "=" + canary}
 			stdin.Close()
-			out := readAllAsync(stdout)
+			out := testutil.ReadAllAsync(stdout)
 			_, err := ta.agent.Launch(context.Background(), spec)
-			if !errors.Is(err, ErrAgentRefused) || !strings.Contains(err.Error(), errCodeEnv) ||
+			if !errors.Is(err, agentclient.ErrAgentRefused) || !strings.Contains(err.Error(), agentwire.CodeEnv) ||
 				!strings.Contains(err.Error(), `env \"`+name+`\" is not passed`) {
-				t.Fatalf("Launch = %v, want refused with %s naming %s", err, errCodeEnv, name)
+				t.Fatalf("Launch = %v, want refused with %s naming %s", err, agentwire.CodeEnv, name)
 			}
 			if strings.Contains(err.Error(), canary) {
 				t.Errorf("the refusal carries the value: %v", err)
 			}
-			if got := recvString(t, "stdout", out); got != "" {
+			if got := testutil.RecvString(t, "stdout", out); got != "" {
 				t.Errorf("the refused session ran and wrote %q", got)
 			}
 		})
@@ -50,29 +54,17 @@ func TestAgentRefusesEnvOutsideSet(t *testing.T) {
 func TestAgentPassesEnvSet(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	env := []string{"APTL_SESSION_ID=s-1", "APTL_RUN_ID=r-1", "APTL_TRACE_ID=t-1", "TERM=vt100", "LANG=C.UTF-8", "LC_ALL=C", "TZ=UTC"}
-	spec, stdin, stdout, _ := pipeSpec(t, "tester",
+	spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester",
 		`printf '%s|' "$APTL_SESSION_ID" "$APTL_RUN_ID" "$APTL_TRACE_ID" "$TERM" "$LANG" "$LC_ALL" "$TZ"`)
 	spec.Env = env
 	stdin.Close()
-	out := readAllAsync(stdout)
+	out := testutil.ReadAllAsync(stdout)
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("Launch: %v", err)
 	}
-	if got, want := recvString(t, "stdout", out), "s-1|r-1|t-1|vt100|C.UTF-8|C|UTC|"; got != want {
+	if got, want := testutil.RecvString(t, "stdout", out), "s-1|r-1|t-1|vt100|C.UTF-8|C|UTC|"; got != want {
 		t.Errorf("session env %q, want %q", got, want)
 	}
-	waitExit(t, p)
-}
-
-func TestAgentEnvPatternAllowed(t *testing.T) {
-	for pattern, want := range map[string]bool{
-		"LANG": true, "LC_*": true, "LC_MESSAGES": true, "LC_A*": true, "TZ": true, "TERM": true,
-		"APTL_SESSION_ID": true, "L*": false, "LC*": false, "*": false, "LD_PRELOAD": false,
-		"LD_*": false, "BASH_ENV": false, "ENV": false, "PATH": false, "TZDIR": false, "LANGUAGE": false,
-	} {
-		if got := AgentEnvPatternAllowed(pattern); got != want {
-			t.Errorf("AgentEnvPatternAllowed(%q) = %v, want %v", pattern, got, want)
-		}
-	}
+	testutil.WaitExit(t, p)
 }

@@ -1,4 +1,4 @@
-package launch
+package agentd
 
 // This file runs in aptl-launch-agent: who may connect to the agent at all.
 // The abstract socket is reachable from every process in the network
@@ -11,9 +11,10 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 )
 
 // maxPeerID is the largest uid or gid a peer can have: (uid_t)-1 is no id.
@@ -26,7 +27,7 @@ const maxPeerID = math.MaxUint32 - 1
 // its accept and cannot fill the session slots. The refusal is logged,
 // rate-limited (agentrefusal_linux.go).
 func (s *AgentServer) admit(c *net.UnixConn, id uint64) (*unix.Ucred, bool) {
-	cred, err := peerCred(c)
+	cred, err := agentwire.PeerCred(c)
 	if err == nil {
 		err = s.checkPeer(cred)
 	}
@@ -74,24 +75,4 @@ func checkPeerIDs(uid, gid int) error {
 		return fmt.Errorf("launch: agent: peer gid %d is not from 0 to %d", gid, maxPeerID)
 	}
 	return nil
-}
-
-// peerCred returns the connecting process's credentials as the kernel
-// recorded them at connect(2) (SO_PEERCRED, unix(7)).
-func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	if cerr != nil {
-		return nil, os.NewSyscallError("getsockopt SO_PEERCRED", cerr)
-	}
-	return cred, nil
 }

@@ -1,4 +1,8 @@
-package launch
+// Package agentclient is the sidecar's side of the "agent" adapter: it sends
+// each session's PTY slave (or pipe ends) to aptl-launch-agent in the
+// workload over the protocol of internal/agentwire, and turns the agent's
+// replies into a launch.Process. The workload's side is package agentd.
+package agentclient
 
 import (
 	"context"
@@ -7,11 +11,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/launch"
 )
 
 // Default bounds of the agent adapter's waits. Each is a failure deadline: a
@@ -20,25 +27,20 @@ const (
 	DefaultAgentDialTimeout  = 5 * time.Second  // connect to the agent's socket
 	DefaultAgentReplyTimeout = 10 * time.Second // agent's answer to spawn or probe
 	agentWriteTimeout        = 5 * time.Second  // one request frame into the socket
-	// exitReportSlack is how long after its SIGKILL (hangupGrace after the
+	// exitReportSlack is how long after its SIGKILL (launch.HangupGrace after the
 	// hang-up) the agent has to report the exit before the session counts as lost.
 	exitReportSlack = 3 * time.Second
 )
 
-// DefaultAgentSocket is where the agent listens unless configured otherwise:
-// an abstract socket, which lives in the network namespace the sidecar and
-// the workload share, so neither needs a shared volume. The agent refuses
-// peers inside its own PID namespace, which every workload process is.
-const DefaultAgentSocket = "@aptl-launch-agent"
-
-// maxSocketName is the longest sun_path without its terminating NUL (unix(7)).
-const maxSocketName = 107
+// DefaultAgentSocket is where the agent listens unless configured otherwise
+// (agentwire.DefaultSocket).
+const DefaultAgentSocket = agentwire.DefaultSocket
 
 var (
 	// ErrAgentUnreachable reports that the agent's socket did not accept a
 	// connection: readiness is degraded, and no session can start.
-	ErrAgentUnreachable = errors.New("launch agent unreachable")
-	// ErrAgentLost is wrapped by Process.Wait when the agent vanished or broke
+	ErrAgentUnreachable = launch.ErrAgentUnreachable
+	// ErrAgentLost is wrapped by launch.Process.Wait when the agent vanished or broke
 	// the protocol before reporting the exit: the broker's "launcher-lost".
 	ErrAgentLost = errors.New("launch agent lost the session")
 	// ErrAgentRefused is wrapped by Launch when the agent answered with an error.
@@ -50,7 +52,8 @@ var (
 
 // Agent is the "agent" adapter: session processes run in the workload,
 // started by aptl-launch-agent, which receives only the PTY slave (or the three
-// pipe ends) over a Unix socket; the master stays with the broker (DESIGN.md §3.5).
+// pipe ends) over a Unix socket; the master stays with the broker (README.md,
+// "The agent adapter").
 //
 // A known consequence: the slave belongs to the sidecar's devpts instance, so
 // inside the workload ttyname(3) fails (`tty` prints "not a tty" and there is
@@ -59,7 +62,7 @@ type Agent struct {
 	// Set by NewAgent and its options, then immutable.
 	socket                    string
 	dialTimeout, replyTimeout time.Duration
-	// exitWait bounds Wait after a Hangup: hangupGrace+exitReportSlack; tests shorten it.
+	// exitWait bounds Wait after a Hangup: launch.HangupGrace+exitReportSlack; tests shorten it.
 	exitWait time.Duration
 	// dial connects to the agent; tests replace it with one end of a socketpair.
 	dial func(ctx context.Context) (*net.UnixConn, error)
@@ -69,7 +72,7 @@ type Agent struct {
 	samePIDNS bool
 }
 
-var _ Launcher = (*Agent)(nil)
+var _ launch.Launcher = (*Agent)(nil)
 
 // AgentOption configures an Agent.
 type AgentOption func(*Agent) error
@@ -126,7 +129,7 @@ func NewAgent(socket string, opts ...AgentOption) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{socket: socket, dialTimeout: DefaultAgentDialTimeout, replyTimeout: DefaultAgentReplyTimeout,
-		exitWait: hangupGrace + exitReportSlack}
+		exitWait: launch.HangupGrace + exitReportSlack}
 	for _, o := range opts {
 		if err := o(a); err != nil {
 			return nil, err
@@ -146,25 +149,9 @@ func NewAgent(socket string, opts ...AgentOption) (*Agent, error) {
 	return a, nil
 }
 
-// CheckAgentSocket reports whether socket is a usable agent address: an
-// absolute path, or "@" and a name of printable ASCII, at most 107 bytes.
-func CheckAgentSocket(socket string) error {
-	switch {
-	case socket == "" || socket == "@":
-		return errors.New("launch: agent socket is empty")
-	case len(socket) > maxSocketName:
-		return fmt.Errorf("launch: agent socket is longer than %d bytes", maxSocketName)
-	case strings.HasPrefix(socket, "@"):
-		for _, c := range []byte(socket[1:]) {
-			if c <= ' ' || c >= 0x7f {
-				return errors.New("launch: abstract agent socket name has a space or a non-printable byte")
-			}
-		}
-	case !filepath.IsAbs(socket) || strings.IndexByte(socket, 0) >= 0:
-		return errors.New("launch: agent socket must be an absolute path or @name")
-	}
-	return nil
-}
+// CheckAgentSocket reports whether socket is a usable agent address
+// (agentwire.CheckSocket).
+func CheckAgentSocket(socket string) error { return agentwire.CheckSocket(socket) }
 
 // Name implements Launcher.
 func (a *Agent) Name() string { return "agent" }
@@ -174,24 +161,24 @@ func (a *Agent) Socket() string { return a.socket }
 
 // spawnRequest builds, without sending it, the request for spec and the fds
 // that go with it (tests inspect both).
-func spawnRequest(spec Spec) (spawnMsg, []*os.File) {
-	m := spawnMsg{user: spec.User, term: spec.Term, command: spec.Command, env: spec.Env}
+func spawnRequest(spec launch.Spec) (agentwire.SpawnMsg, []*os.File) {
+	m := agentwire.SpawnMsg{User: spec.User, Term: spec.Term, Command: spec.Command, Env: spec.Env}
 	if spec.TTY != nil {
-		m.mode = spawnPTY
+		m.Mode = agentwire.SpawnPTY
 		return m, []*os.File{spec.TTY}
 	}
-	m.mode = spawnPipes
+	m.Mode = agentwire.SpawnPipes
 	return m, []*os.File{spec.Stdin, spec.Stdout, spec.Stderr}
 }
 
 // Launch implements Launcher: it sends the spawn request and the slave
 // end(s), drops its own copies, and waits (bounded) for the agent's answer.
-func (a *Agent) Launch(ctx context.Context, spec Spec) (p Process, err error) {
+func (a *Agent) Launch(ctx context.Context, spec launch.Spec) (p launch.Process, err error) {
 	// Ownership of the spec's fds transfers here. Once sendmsg returned, the
 	// kernel holds the in-flight references; this process's copies are closed
 	// on every path, so the sidecar keeps no reference to the slave.
-	defer spec.closeFiles()
-	if err := spec.check(); err != nil {
+	defer spec.CloseFiles()
+	if err := spec.Check(); err != nil {
 		return nil, err
 	}
 	msg, files := spawnRequest(spec)
@@ -207,10 +194,10 @@ func (a *Agent) Launch(ctx context.Context, spec Spec) (p Process, err error) {
 			p, err = nil, launchCtxErr(ctx, err)
 		}
 	}()
-	if err := writeFrame(c, maxRequestFrame, time.Now().Add(agentWriteTimeout), msgSpawn, msg.encode(), files...); err != nil {
+	if err := agentwire.WriteFrame(c, agentwire.MaxRequestFrame, time.Now().Add(agentWriteTimeout), agentwire.TypeSpawn, msg.Encode(), files...); err != nil {
 		return nil, err
 	}
-	spec.closeFiles()
+	spec.CloseFiles()
 	id, err := a.readStarted(c, spec.User)
 	if err != nil {
 		return nil, err
@@ -253,46 +240,46 @@ func launchCtxErr(ctx context.Context, err error) error {
 }
 
 // readStarted waits (bounded) for the answer to a spawn request.
-func (a *Agent) readStarted(c *net.UnixConn, user string) (Identity, error) {
+func (a *Agent) readStarted(c *net.UnixConn, user string) (launch.Identity, error) {
 	if err := c.SetReadDeadline(time.Now().Add(a.replyTimeout)); err != nil {
-		return Identity{}, fmt.Errorf("launch: agent: %w", err)
+		return launch.Identity{}, fmt.Errorf("launch: agent: %w", err)
 	}
-	f, err := readFrame(c, maxReplyFrame, msgStarted, msgError)
+	f, err := agentwire.ReadFrame(c, agentwire.MaxReplyFrame, agentwire.TypeStarted, agentwire.TypeError)
 	if err != nil {
-		return Identity{}, fmt.Errorf("launch: agent reply to spawn: %w", timeoutHint(err, a.replyTimeout))
+		return launch.Identity{}, fmt.Errorf("launch: agent reply to spawn: %w", timeoutHint(err, a.replyTimeout))
 	}
 	if err := refuseFiles(&f); err != nil {
-		return Identity{}, err
+		return launch.Identity{}, err
 	}
-	if f.typ == msgError {
-		return Identity{}, replyError(f.body)
+	if f.Type == agentwire.TypeError {
+		return launch.Identity{}, replyError(f.Body)
 	}
-	m, err := decodeStarted(f.body)
+	m, err := agentwire.DecodeStarted(f.Body)
 	if err != nil {
-		return Identity{}, err
+		return launch.Identity{}, err
 	}
 	return identityFromStarted(m, user)
 }
 
 // refuseFiles closes any fd the agent sent: nothing flows from the workload
 // to the sidecar but bytes.
-func refuseFiles(f *frame) error {
-	if len(f.files) == 0 {
+func refuseFiles(f *agentwire.Frame) error {
+	if len(f.Files) == 0 {
 		return nil
 	}
-	n := len(f.files)
-	f.closeFiles()
-	return protoErrorf("agent sent %d fds with a %s frame; closed them", n, f.typ)
+	n := len(f.Files)
+	f.CloseFiles()
+	return agentwire.Protocolf("agent sent %d fds with a %s frame; closed them", n, f.Type)
 }
 
 // replyError turns an error reply into an error wrapping ErrAgentRefused.
 // The agent's message is quoted: it is the workload's text.
 func replyError(body []byte) error {
-	m, err := decodeError(body)
+	m, err := agentwire.DecodeError(body)
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("launch: %w: %s: %q", ErrAgentRefused, truncate(m.code, 64), truncate(m.message, 512))
+	return fmt.Errorf("launch: %w: %s: %q", ErrAgentRefused, agentwire.Truncate(m.Code, 64), agentwire.Truncate(m.Message, 512))
 }
 
 func timeoutHint(err error, d time.Duration) error {
@@ -304,17 +291,17 @@ func timeoutHint(err error, d time.Duration) error {
 
 // identityFromStarted checks what the agent says it ran: the requested user,
 // valid ids and an absolute shell.
-func identityFromStarted(m startedMsg, user string) (Identity, error) {
+func identityFromStarted(m agentwire.StartedMsg, user string) (launch.Identity, error) {
 	switch {
-	case m.user != user:
-		return Identity{}, protoErrorf("started frame names another user than the request")
-	case uint64(m.uid) > maxID || uint64(m.gid) > maxID:
-		return Identity{}, protoErrorf("started frame: uid or gid out of range")
-	case !filepath.IsAbs(m.shell):
-		return Identity{}, protoErrorf("started frame: shell is not an absolute path")
+	case m.User != user:
+		return launch.Identity{}, agentwire.Protocolf("started frame names another user than the request")
+	case uint64(m.UID) > login.MaxID || uint64(m.GID) > login.MaxID:
+		return launch.Identity{}, agentwire.Protocolf("started frame: uid or gid out of range")
+	case !filepath.IsAbs(m.Shell):
+		return launch.Identity{}, agentwire.Protocolf("started frame: shell is not an absolute path")
 	}
-	return Identity{User: m.user, UID: int(m.uid), GID: int(m.gid), Home: m.home, Shell: m.shell, Note: m.note,
-		Source: IdentityReported}, nil
+	return launch.Identity{User: m.User, UID: int(m.UID), GID: int(m.GID), Home: m.Home, Shell: m.Shell, Note: m.Note,
+		Source: launch.IdentityReported}, nil
 }
 
 // Probe connects to the agent and asks it to answer without starting
@@ -330,24 +317,24 @@ func (a *Agent) Probe(ctx context.Context) (err error) {
 			err = launchCtxErr(ctx, err)
 		}
 	}()
-	if err := writeFrame(c, maxRequestFrame, time.Now().Add(agentWriteTimeout), msgProbe, nil); err != nil {
+	if err := agentwire.WriteFrame(c, agentwire.MaxRequestFrame, time.Now().Add(agentWriteTimeout), agentwire.TypeProbe, nil); err != nil {
 		return fmt.Errorf("launch: %w: %v", ErrAgentUnreachable, err)
 	}
 	if err := c.SetReadDeadline(time.Now().Add(a.replyTimeout)); err != nil {
 		return err
 	}
-	f, err := readFrame(c, maxReplyFrame, msgProbeOK, msgError)
+	f, err := agentwire.ReadFrame(c, agentwire.MaxReplyFrame, agentwire.TypeProbeOK, agentwire.TypeError)
 	if err != nil {
 		return fmt.Errorf("launch: %w: probe: %v", ErrAgentUnreachable, timeoutHint(err, a.replyTimeout))
 	}
 	if err := refuseFiles(&f); err != nil {
 		return err
 	}
-	if f.typ == msgError {
-		return replyError(f.body)
+	if f.Type == agentwire.TypeError {
+		return replyError(f.Body)
 	}
-	if len(f.body) != 0 {
-		return protoErrorf("probe-ok frame has a body")
+	if len(f.Body) != 0 {
+		return agentwire.Protocolf("probe-ok frame has a body")
 	}
 	return nil
 }
@@ -359,77 +346,77 @@ func (a *Agent) Probe(ctx context.Context) (err error) {
 // sets a read deadline → Wait reads the exit frame (or loses the agent), sets
 // done and closes c.
 type agentProcess struct {
-	id       Identity      // immutable
-	c        *net.UnixConn // read only by Wait; written by Signal; shut down by Hangup
-	exitWait time.Duration // immutable; how long Wait waits after Hangup
+	id       launch.Identity // immutable
+	c        *net.UnixConn   // read only by Wait; written by Signal; shut down by Hangup
+	exitWait time.Duration   // immutable; how long Wait waits after Hangup
 
 	done       atomic.Bool // set by Wait once it returns
 	hungUp     atomic.Bool // set by Hangup before it shortens Wait's read deadline
 	hangupOnce sync.Once
 }
 
-var _ Process = (*agentProcess)(nil)
+var _ launch.Process = (*agentProcess)(nil)
 
-// Identity implements Process.
-func (p *agentProcess) Identity() Identity { return p.id }
+// Identity implements launch.Process.
+func (p *agentProcess) Identity() launch.Identity { return p.id }
 
-// Wait implements Process. It returns an error wrapping ErrAgentLost if the
+// Wait implements launch.Process. It returns an error wrapping ErrAgentLost if the
 // agent closed the connection, broke the protocol, reported an error, or
 // did not report the exit within exitWait of a Hangup.
-func (p *agentProcess) Wait() (Exit, error) {
+func (p *agentProcess) Wait() (launch.Exit, error) {
 	defer p.c.Close()
 	defer p.done.Store(true)
-	f, err := readFrame(p.c, maxReplyFrame, msgExit, msgError)
+	f, err := agentwire.ReadFrame(p.c, agentwire.MaxReplyFrame, agentwire.TypeExit, agentwire.TypeError)
 	switch {
 	case err != nil && p.hungUp.Load() && errors.Is(err, os.ErrDeadlineExceeded):
-		return Exit{}, fmt.Errorf("launch: %w: no exit status within %v of the hang-up", ErrAgentLost, p.exitWait)
-	case errors.Is(err, errPeerClosed):
-		return Exit{}, fmt.Errorf("launch: %w: the agent closed the connection without an exit status", ErrAgentLost)
+		return launch.Exit{}, fmt.Errorf("launch: %w: no exit status within %v of the hang-up", ErrAgentLost, p.exitWait)
+	case errors.Is(err, agentwire.ErrPeerClosed):
+		return launch.Exit{}, fmt.Errorf("launch: %w: the agent closed the connection without an exit status", ErrAgentLost)
 	case err != nil:
-		return Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
+		return launch.Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
 	}
 	if err := refuseFiles(&f); err != nil {
-		return Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
+		return launch.Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
 	}
-	if f.typ == msgError {
-		return Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, replyError(f.body))
+	if f.Type == agentwire.TypeError {
+		return launch.Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, replyError(f.Body))
 	}
-	m, err := decodeExit(f.body)
+	m, err := agentwire.DecodeExit(f.Body)
 	if err == nil {
 		err = checkExit(m)
 	}
 	if err != nil {
-		return Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
+		return launch.Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
 	}
-	return Exit{Code: int(m.code), Signal: syscall.Signal(m.signal), CoreDumped: m.core == 1}, nil
+	return launch.Exit{Code: int(m.Code), Signal: syscall.Signal(m.Signal), CoreDumped: m.Core == 1}, nil
 }
 
 // checkExit accepts what wait(2) can report: a code 0-255, or a signal 1-64.
-func checkExit(m exitMsg) error {
+func checkExit(m agentwire.ExitMsg) error {
 	switch {
-	case m.core > 1:
-		return protoErrorf("exit frame: core flag %d", m.core)
-	case m.signal == 0 && m.code <= 255 && m.core == 0:
+	case m.Core > 1:
+		return agentwire.Protocolf("exit frame: core flag %d", m.Core)
+	case m.Signal == 0 && m.Code <= 255 && m.Core == 0:
 		return nil
-	case m.signal > 0 && m.signal < numSignals && m.code == 0:
+	case m.Signal > 0 && m.Signal <= launch.MaxSignal && m.Code == 0:
 		return nil
 	}
-	return protoErrorf("exit frame: code %d with signal %d is not a wait status", m.code, m.signal)
+	return agentwire.Protocolf("exit frame: code %d with signal %d is not a wait status", m.Code, m.Signal)
 }
 
-// Signal implements Process: the agent sends sig to the session's process group.
+// Signal implements launch.Process: the agent sends sig to the session's process group.
 func (p *agentProcess) Signal(sig syscall.Signal) error {
 	if p.done.Load() {
 		return fmt.Errorf("launch: signal: %w", os.ErrProcessDone)
 	}
-	name := Exit{Signal: sig}.SignalName()
+	name := launch.Exit{Signal: sig}.SignalName()
 	if name == "" {
 		return fmt.Errorf("launch: signal %d has no RFC 4254 name", int(sig))
 	}
-	return writeFrame(p.c, maxRequestFrame, time.Now().Add(agentWriteTimeout), msgSignal, encodeSignal(name))
+	return agentwire.WriteFrame(p.c, agentwire.MaxRequestFrame, time.Now().Add(agentWriteTimeout), agentwire.TypeSignal, agentwire.EncodeSignal(name))
 }
 
-// Hangup implements Process. It shuts down the connection's write side,
+// Hangup implements launch.Process. It shuts down the connection's write side,
 // which the agent treats as the hang-up (SIGHUP, then SIGKILL after
 // hangupGrace), and bounds Wait. Only the first call has an effect; it never blocks.
 func (p *agentProcess) Hangup() {

@@ -1,7 +1,6 @@
-package launch
+package agentd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,39 +10,27 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
+	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
-// lockedBuffer collects a server's logs; safe for concurrent use.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testAgent is an in-process agent server on a socket in a temp dir, with the
-// "tester" fixture account of testLocal, and an Agent adapter pointing at it.
+// "tester" fixture account, and an Agent adapter pointing at it.
 type testAgent struct {
 	srv   *AgentServer
-	agent *Agent
+	agent *agentclient.Agent
 	home  string
-	logs  *lockedBuffer
+	logs  *testutil.LockedBuffer
 }
 
 // newTestAgent starts a server that accepts this very process as its peer
@@ -51,7 +38,7 @@ type testAgent struct {
 // the config before the server is built.
 func newTestAgent(t testing.TB, mutate func(*AgentConfig)) *testAgent {
 	t.Helper()
-	ta := &testAgent{home: t.TempDir(), logs: &lockedBuffer{}}
+	ta := &testAgent{home: t.TempDir(), logs: &testutil.LockedBuffer{}}
 	cfg := AgentConfig{
 		Users:                         []string{"tester"},
 		AllowRoot:                     os.Geteuid() == 0, // tester is this process's uid
@@ -85,7 +72,7 @@ func newTestAgent(t testing.TB, mutate func(*AgentConfig)) *testAgent {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), failAfter)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.FailAfter)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("agent shutdown: %v", err)
@@ -95,39 +82,16 @@ func newTestAgent(t testing.TB, mutate func(*AgentConfig)) *testAgent {
 		}
 	})
 	ta.srv = srv
-	if ta.agent, err = NewAgent(socket, WithReplyTimeout(failAfter), WithAgentUID(os.Geteuid()), InsecureAllowAgentInSamePIDNS()); err != nil {
+	if ta.agent, err = agentclient.NewAgent(socket, agentclient.WithReplyTimeout(testutil.FailAfter), agentclient.WithAgentUID(os.Geteuid()), agentclient.InsecureAllowAgentInSamePIDNS()); err != nil {
 		t.Fatal(err)
 	}
 	return ta
 }
 
 func TestAgentName(t *testing.T) {
-	a, err := NewAgent(DefaultAgentSocket)
-	if err != nil || a.Name() != "agent" || a.Socket() != DefaultAgentSocket {
+	a, err := agentclient.NewAgent(agentwire.DefaultSocket)
+	if err != nil || a.Name() != "agent" || a.Socket() != agentwire.DefaultSocket {
 		t.Fatalf("NewAgent = %v, %v", a, err)
-	}
-}
-
-func TestCheckAgentSocket(t *testing.T) {
-	for _, tt := range []struct {
-		socket string
-		ok     bool
-	}{
-		{"@aptl-launch-agent", true},
-		{"/run/aptl/agent.sock", true},
-		{"", false},
-		{"@", false},
-		{"@with space", false},
-		{"@ctl\x01", false},
-		{"relative/agent.sock", false},
-		{"/" + strings.Repeat("a", maxSocketName), false},
-		{"/nul\x00byte", false},
-	} {
-		t.Run(strconv.Quote(tt.socket), func(t *testing.T) {
-			if err := CheckAgentSocket(tt.socket); (err == nil) != tt.ok {
-				t.Errorf("CheckAgentSocket = %v, want ok %v", err, tt.ok)
-			}
-		})
 	}
 }
 
@@ -182,9 +146,9 @@ func TestAgentResolve(t *testing.T) {
 		wantCode  string // "" means allowed
 	}{
 		{"allowed user", "tester", os.Geteuid() == 0, ""},
-		{"not allow-listed", "daemon", true, errCodeNotAllowed},
-		{"allow-listed, not in passwd", "ghost", true, errCodeNoUser},
-		{"uid 0 alias without AllowRoot", "toor", false, errCodeNotAllowed},
+		{"not allow-listed", "daemon", true, agentwire.CodeNotAllowed},
+		{"allow-listed, not in passwd", "ghost", true, agentwire.CodeNoUser},
+		{"uid 0 alias without AllowRoot", "toor", false, agentwire.CodeNotAllowed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ta := newTestAgent(t, func(c *AgentConfig) {
@@ -192,11 +156,11 @@ func TestAgentResolve(t *testing.T) {
 				c.AllowRoot = tt.allowRoot
 			})
 			_, err := ta.srv.resolve(tt.login)
-			var we *wireError
+			var we *agentwire.Error
 			switch {
 			case tt.wantCode == "" && err != nil:
 				t.Fatalf("resolve: %v", err)
-			case tt.wantCode != "" && (!errors.As(err, &we) || we.code != tt.wantCode):
+			case tt.wantCode != "" && (!errors.As(err, &we) || we.Code != tt.wantCode):
 				t.Fatalf("resolve = %v, want code %s", err, tt.wantCode)
 			}
 		})
@@ -205,18 +169,18 @@ func TestAgentResolve(t *testing.T) {
 
 func TestAgentLaunchPipes(t *testing.T) {
 	ta := newTestAgent(t, nil)
-	spec, stdin, stdout, stderr := pipeSpec(t, "tester", "cat; echo out; echo err >&2; pwd; exit 3")
+	spec, stdin, stdout, stderr := testutil.PipeSpec(t, "tester", "cat; echo out; echo err >&2; pwd; exit 3")
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("Launch: %v", err)
 	}
-	outCh, errCh := readAllAsync(stdout), readAllAsync(stderr)
+	outCh, errCh := testutil.ReadAllAsync(stdout), testutil.ReadAllAsync(stderr)
 	if _, err := io.WriteString(stdin, "hello\n"); err != nil {
 		t.Fatal(err)
 	}
 	stdin.Close()
-	gotOut, gotErr := recvString(t, "stdout", outCh), recvString(t, "stderr", errCh)
-	if e := waitExit(t, p); e != (Exit{Code: 3}) {
+	gotOut, gotErr := testutil.RecvString(t, "stdout", outCh), testutil.RecvString(t, "stderr", errCh)
+	if e := testutil.WaitExit(t, p); e != (launch.Exit{Code: 3}) {
 		t.Errorf("Exit = %+v, want code 3", e)
 	}
 	if want := "hello\nout\n" + ta.home + "\n"; gotOut != want || gotErr != "err\n" {
@@ -242,18 +206,18 @@ func TestAgentLaunchPTY(t *testing.T) {
 	}
 	t.Cleanup(func() { master.Close() })
 	slaveName := slave.Name()
-	out := readMaster(master)
-	p, err := ta.agent.Launch(context.Background(), Spec{User: "tester", Term: "xterm-test", Env: []string{"APTL_SESSION_ID=s-7"}, TTY: slave})
+	out := testutil.ReadMaster(master)
+	p, err := ta.agent.Launch(context.Background(), launch.Spec{User: "tester", Term: "xterm-test", Env: []string{"APTL_SESSION_ID=s-7"}, TTY: slave})
 	if err != nil {
 		t.Fatalf("Launch: %v", err)
 	}
-	if fds := fdsPointingAt(t, slaveName); len(fds) != 0 {
+	if fds := testutil.FDsPointingAt(t, slaveName); len(fds) != 0 {
 		t.Errorf("after Launch this process (sidecar and agent) still holds the slave as fds %v", fds)
 	}
 	io.WriteString(master, "echo \"T=$TERM S=$APTL_SESSION_ID A=$0\"; echo CTTY > /dev/tty; exit 4\n")
-	out.expect(t, "T=xterm-test S=s-7 A=-sh")
-	out.expect(t, "CTTY\r\n")
-	if e := waitExit(t, p); e != (Exit{Code: 4}) {
+	out.Expect(t, "T=xterm-test S=s-7 A=-sh")
+	out.Expect(t, "CTTY\r\n")
+	if e := testutil.WaitExit(t, p); e != (launch.Exit{Code: 4}) {
 		t.Errorf("Exit = %+v, want code 4", e)
 	}
 }
@@ -261,7 +225,7 @@ func TestAgentLaunchPTY(t *testing.T) {
 func TestAgentSignalAndHangup(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	t.Run("signal", func(t *testing.T) {
-		spec, stdin, stdout, _ := pipeSpec(t, "tester", "echo STARTED; exec sleep 30")
+		spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo STARTED; exec sleep 30")
 		stdin.Close()
 		p, err := ta.agent.Launch(context.Background(), spec)
 		if err != nil {
@@ -274,12 +238,12 @@ func TestAgentSignalAndHangup(t *testing.T) {
 		if err := p.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		if e := waitExit(t, p); e.Signal != syscall.SIGTERM {
+		if e := testutil.WaitExit(t, p); e.Signal != syscall.SIGTERM {
 			t.Errorf("Exit = %+v, want SIGTERM", e)
 		}
 	})
 	t.Run("hangup escalates to kill", func(t *testing.T) {
-		spec, stdin, stdout, _ := pipeSpec(t, "tester", "trap '' HUP; echo STARTED; sleep 30")
+		spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "trap '' HUP; echo STARTED; sleep 30")
 		stdin.Close()
 		p, err := ta.agent.Launch(context.Background(), spec)
 		if err != nil {
@@ -292,11 +256,11 @@ func TestAgentSignalAndHangup(t *testing.T) {
 		start := time.Now()
 		p.Hangup()
 		p.Hangup() // only the first has an effect
-		if e := waitExit(t, p); e.Signal != syscall.SIGKILL {
+		if e := testutil.WaitExit(t, p); e.Signal != syscall.SIGKILL {
 			t.Errorf("Exit = %+v, want SIGKILL after the grace", e)
 		}
-		if d := time.Since(start); d < hangupGrace {
-			t.Errorf("killed after %v, before the %v grace", d, hangupGrace)
+		if d := time.Since(start); d < launch.HangupGrace {
+			t.Errorf("killed after %v, before the %v grace", d, launch.HangupGrace)
 		}
 	})
 }
@@ -306,12 +270,12 @@ func TestAgentProbe(t *testing.T) {
 	if err := ta.agent.Probe(context.Background()); err != nil {
 		t.Errorf("Probe: %v", err)
 	}
-	gone, err := NewAgent(filepath.Join(t.TempDir(), "none.sock"))
+	gone, err := agentclient.NewAgent(filepath.Join(t.TempDir(), "none.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gone.Probe(context.Background()); !errors.Is(err, ErrAgentUnreachable) {
-		t.Errorf("Probe of a missing socket = %v, want ErrAgentUnreachable", err)
+	if err := gone.Probe(context.Background()); !errors.Is(err, launch.ErrAgentUnreachable) {
+		t.Errorf("Probe of a missing socket = %v, want launch.ErrAgentUnreachable", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -328,18 +292,18 @@ func TestAgentRefusesSamePIDNamespace(t *testing.T) {
 	if err := ta.agent.Probe(context.Background()); err == nil {
 		t.Errorf("Probe succeeded, want the connection closed")
 	}
-	base := openFDs(t)
-	spec, stdin, stdout, stderr := pipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
+	base := testutil.OpenFDs(t)
+	spec, stdin, stdout, stderr := testutil.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
 	if _, err := ta.agent.Launch(context.Background(), spec); err == nil {
 		t.Fatalf("Launch succeeded, want the connection closed")
 	}
 	stdin.Close()
-	if got := recvString(t, "stdout", readAllAsync(stdout)); got != "" {
+	if got := testutil.RecvString(t, "stdout", testutil.ReadAllAsync(stdout)); got != "" {
 		t.Errorf("refused session wrote %q", got)
 	}
 	stdout.Close()
 	stderr.Close()
-	waitForFDs(t, base)
+	testutil.WaitForFDs(t, base)
 	if !strings.Contains(ta.logs.String(), "PID namespace") {
 		t.Errorf("agent log does not say why it refused: %s", ta.logs.String())
 	}
@@ -349,7 +313,7 @@ func TestAgentRefusesSamePIDNamespace(t *testing.T) {
 // instead of an exit, which the sidecar's Wait turns into ErrAgentLost.
 func TestAgentShutdownLosesSessions(t *testing.T) {
 	ta := newTestAgent(t, nil)
-	spec, stdin, stdout, _ := pipeSpec(t, "tester", "echo STARTED; exec sleep 30")
+	spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo STARTED; exec sleep 30")
 	stdin.Close()
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
@@ -359,16 +323,16 @@ func TestAgentShutdownLosesSessions(t *testing.T) {
 	if _, err := io.ReadFull(stdout, buf); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.FailAfter)
 	defer cancel()
 	if err := ta.srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Wait(); !errors.Is(err, ErrAgentLost) || !strings.Contains(err.Error(), "shutting down") {
+	if _, err := p.Wait(); !errors.Is(err, agentclient.ErrAgentLost) || !strings.Contains(err.Error(), "shutting down") {
 		t.Errorf("Wait = %v, want ErrAgentLost (agent shutting down)", err)
 	}
-	if err := ta.agent.Probe(context.Background()); !errors.Is(err, ErrAgentUnreachable) {
-		t.Errorf("Probe after shutdown = %v, want ErrAgentUnreachable", err)
+	if err := ta.agent.Probe(context.Background()); !errors.Is(err, launch.ErrAgentUnreachable) {
+		t.Errorf("Probe after shutdown = %v, want launch.ErrAgentUnreachable", err)
 	}
 }
 
@@ -376,17 +340,17 @@ func TestAgentShutdownLosesSessions(t *testing.T) {
 func TestAgentLogsNoSecrets(t *testing.T) {
 	const canary = "CANARY-agent-5e1f"
 	ta := newTestAgent(t, nil)
-	spec, stdin, stdout, _ := pipeSpec(t, "tester", "echo "+canary)
+	spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo "+canary)
 	spec.Env = []string{"LC_SECRET=" + canary}
 	stdin.Close()
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := recvString(t, "stdout", readAllAsync(stdout)); got != canary+"\n" {
+	if got := testutil.RecvString(t, "stdout", testutil.ReadAllAsync(stdout)); got != canary+"\n" {
 		t.Fatalf("stdout %q", got)
 	}
-	waitExit(t, p)
+	testutil.WaitExit(t, p)
 	if logs := ta.logs.String(); strings.Contains(logs, canary) || !strings.Contains(logs, `"session exited"`) {
 		t.Errorf("agent log has the canary, or no exit line: %s", logs)
 	}
@@ -397,9 +361,9 @@ func TestAgentServerRunsAsLoginUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only a root agent switches to the login user")
 	}
-	nobody, err := lookupPasswd(systemPasswd, "nobody")
+	nobody, err := login.LookupPasswd(login.SystemPasswd, "nobody")
 	if err != nil || nobody.UID == 0 {
-		t.Skipf("needs a non-root user nobody in %s: %v", systemPasswd, err)
+		t.Skipf("needs a non-root user nobody in %s: %v", login.SystemPasswd, err)
 	}
 	ta := newTestAgent(t, func(c *AgentConfig) { c.Users = []string{"nobody"} })
 	if err := os.WriteFile(ta.srv.passwdPath, fmt.Appendf(nil, "nobody:x:%d:%d::/nonexistent:/bin/sh\n", nobody.UID, nobody.GID), 0o600); err != nil {
@@ -408,56 +372,24 @@ func TestAgentServerRunsAsLoginUser(t *testing.T) {
 	if err := os.WriteFile(ta.srv.groupPath, []byte("extra:x:4242:nobody\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	spec, stdin, stdout, _ := pipeSpec(t, "nobody", "id -u; id -g; id -G; pwd")
+	spec, stdin, stdout, _ := testutil.PipeSpec(t, "nobody", "id -u; id -g; id -G; pwd")
 	stdin.Close()
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := recvString(t, "stdout", readAllAsync(stdout))
-	waitExit(t, p)
+	got := testutil.RecvString(t, "stdout", testutil.ReadAllAsync(stdout))
+	testutil.WaitExit(t, p)
 	u, g := strconv.Itoa(nobody.UID), strconv.Itoa(nobody.GID)
 	if want := u + "\n" + g + "\n" + g + " 4242\n/\n"; got != want {
 		t.Errorf("id -u; id -g; id -G; pwd = %q, want %q", got, want)
 	}
 }
 
-func openFDs(t *testing.T) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
-}
-
-// waitForFDs waits until this process has at most base fds open: closes by
-// other goroutines (the agent's connection handlers) land asynchronously.
-func waitForFDs(t *testing.T, base int) {
-	t.Helper()
-	deadline := time.Now().Add(failAfter)
-	for openFDs(t) > base {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d fds open, %d at the start: leaked %s", openFDs(t), base, listFDs())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func listFDs() string {
-	ents, _ := os.ReadDir("/proc/self/fd")
-	var b strings.Builder
-	for _, e := range ents {
-		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		fmt.Fprintf(&b, "%s→%s ", e.Name(), target)
-	}
-	return b.String()
-}
-
 // TestAgentSessionLimit: past MaxSessions the agent answers busy at once.
 func TestAgentSessionLimit(t *testing.T) {
 	ta := newTestAgent(t, func(c *AgentConfig) { c.MaxSessions = 1 })
-	spec, stdin, stdout, _ := pipeSpec(t, "tester", "echo STARTED; exec sleep 30")
+	spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo STARTED; exec sleep 30")
 	stdin.Close()
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
@@ -467,12 +399,12 @@ func TestAgentSessionLimit(t *testing.T) {
 	if _, err := io.ReadFull(stdout, buf); err != nil {
 		t.Fatal(err)
 	}
-	spec2, _, _, _ := pipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
-	if _, err := ta.agent.Launch(context.Background(), spec2); !errors.Is(err, ErrAgentRefused) || !strings.Contains(err.Error(), errCodeBusy) {
+	spec2, _, _, _ := testutil.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
+	if _, err := ta.agent.Launch(context.Background(), spec2); !errors.Is(err, agentclient.ErrAgentRefused) || !strings.Contains(err.Error(), agentwire.CodeBusy) {
 		t.Errorf("second Launch = %v, want refused busy", err)
 	}
 	p.Hangup()
-	if e := waitExit(t, p); e.Signal != syscall.SIGHUP {
+	if e := testutil.WaitExit(t, p); e.Signal != syscall.SIGHUP {
 		t.Errorf("Exit = %+v, want SIGHUP", e)
 	}
 }
@@ -511,19 +443,16 @@ func TestListenAgentPath(t *testing.T) {
 // difference is the socket round trips and fd passing.
 func BenchmarkLaunchExec(b *testing.B) {
 	ta := newTestAgent(b, nil)
-	local := NewLocal()
-	if err := useTesterAccount(local, b.TempDir(), ta.home); err != nil {
-		b.Fatal(err)
-	}
-	for _, l := range []Launcher{local, ta.agent} {
+	local := local.NewWithAccountFiles(ta.srv.passwdPath, ta.srv.groupPath)
+	for _, l := range []launch.Launcher{local, ta.agent} {
 		b.Run(l.Name(), func(b *testing.B) {
 			for b.Loop() {
 				child, ours := benchPipes(b)
-				p, err := l.Launch(context.Background(), Spec{User: "tester", Command: "true", Stdin: child[0], Stdout: child[1], Stderr: child[2]})
+				p, err := l.Launch(context.Background(), launch.Spec{User: "tester", Command: "true", Stdin: child[0], Stdout: child[1], Stderr: child[2]})
 				if err != nil {
 					b.Fatal(err)
 				}
-				if e, err := p.Wait(); err != nil || e != (Exit{}) {
+				if e, err := p.Wait(); err != nil || e != (launch.Exit{}) {
 					b.Fatalf("Wait = %+v, %v", e, err)
 				}
 				for _, f := range ours {
@@ -555,16 +484,16 @@ func benchPipes(b *testing.B) (child, ours []*os.File) {
 func TestAgentPeerChecks(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	socket := ta.agent.Socket()
-	for name, opts := range map[string][]AgentOption{
-		"same PID namespace": {WithAgentUID(os.Geteuid())},
-		"wrong uid":          {WithAgentUID(os.Geteuid() + 1), InsecureAllowAgentInSamePIDNS()},
+	for name, opts := range map[string][]agentclient.AgentOption{
+		"same PID namespace": {agentclient.WithAgentUID(os.Geteuid())},
+		"wrong uid":          {agentclient.WithAgentUID(os.Geteuid() + 1), agentclient.InsecureAllowAgentInSamePIDNS()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, err := NewAgent(socket, opts...)
+			a, err := agentclient.NewAgent(socket, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := a.Probe(context.Background()); !errors.Is(err, ErrAgentUntrusted) {
+			if err := a.Probe(context.Background()); !errors.Is(err, agentclient.ErrAgentUntrusted) {
 				t.Fatalf("Probe = %v, want ErrAgentUntrusted", err)
 			}
 		})

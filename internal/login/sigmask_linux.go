@@ -1,4 +1,4 @@
-package launch
+package login
 
 import (
 	"fmt"
@@ -11,14 +11,15 @@ import (
 
 // sigmaskReexecEnv marks the one re-exec with an empty signal mask, so a
 // mask that cannot be cleared is reported instead of re-executing forever.
-// Sessions never see it: their env is built from scratch (newLocalCommand).
+// Sessions never see it: their env is built from scratch (Command).
 const sigmaskReexecEnv = "APTL_SIGMASK_REEXEC"
 
 // EnsureEmptySigmask re-executes the calling program (the sidecar with the
 // local adapter, or the agent) with an empty signal mask if it was started
 // with signals blocked. Call it first thing in main.
 //
-// Why: a session process must start with an empty mask (DESIGN.md §3.1), and
+// Why: a session process must start with an empty mask (or `kill -INT` of the
+// session does nothing; README.md, "Behaviour a client can rely on"), and
 // a Go child inherits the mask of the runtime thread that forks it
 // (runtime.AfterForkInChild restores m.sigmask), which is the mask the agent
 // was started with minus the signals the runtime unblocks for itself. The

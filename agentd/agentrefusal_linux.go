@@ -1,4 +1,4 @@
-package launch
+package agentd
 
 import (
 	"log/slog"

@@ -1,8 +1,9 @@
-package launch
-
-// This file runs in aptl-launch-agent, in the workload container (as root
-// there): it accepts the sidecar's connections, starts each session's login
-// shell on the slave it receives, and reports the exit (wire_linux.go).
+// Package agentd is the workload's side of the "agent" adapter: the server
+// of aptl-launch-agent, which runs in the workload container (as root there),
+// accepts the sidecar's connections, starts each session's login shell on the
+// slave it receives (internal/login), and reports the exit over the protocol
+// of internal/agentwire. The sidecar's side is launch/agentclient.
+package agentd
 
 import (
 	"context"
@@ -16,6 +17,10 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/launch"
 )
 
 const (
@@ -35,7 +40,7 @@ var ErrAgentServerClosed = errors.New("launch: agent server closed")
 // any of it: the wire carries no settings.
 type AgentConfig struct {
 	Users     []string // login names the agent may start sessions as
-	AllowRoot bool     // "root", or any uid-0 account, may be started
+	AllowRoot bool     // "root", or any uid-0 login.Account, may be started
 	// InsecureAllowSamePIDNamespace accepts peers inside the agent's own PID
 	// namespace, i.e. any workload process. Development and tests only.
 	InsecureAllowSamePIDNamespace bool
@@ -77,13 +82,13 @@ type AgentServer struct {
 
 // agentSession is one connection's session, for Shutdown.
 type agentSession struct {
-	proc     *localProcess
+	proc     *login.Process
 	shutdown atomic.Bool // set by Shutdown: report an error instead of the exit
 }
 
-// NewAgentServer checks cfg and returns a server. Like NewLocal, the first
+// NewAgentServer checks cfg and returns a server. Like launch/local, the first
 // call makes signals this process ignores caught instead, so sessions start
-// with default dispositions (sigdisp_linux.go).
+// with default dispositions (internal/login/sigdisp_linux.go).
 func NewAgentServer(cfg AgentConfig) (*AgentServer, error) {
 	if err := checkAgentConfig(cfg); err != nil {
 		return nil, err
@@ -94,8 +99,8 @@ func NewAgentServer(cfg AgentConfig) (*AgentServer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	catchIgnoredSignalsOnce.Do(catchIgnoredSignals)
-	s := &AgentServer{cfg: cfg, users: map[string]bool{}, passwdPath: systemPasswd, groupPath: systemGroup,
+	login.CatchIgnoredSignals()
+	s := &AgentServer{cfg: cfg, users: map[string]bool{}, passwdPath: login.SystemPasswd, groupPath: login.SystemGroup,
 		log: cfg.Logger, slots: make(chan struct{}, cfg.MaxSessions), refusals: newRefusalLog(cfg.Logger),
 		requestTimeout: agentRequestTimeout, sessions: map[*agentSession]struct{}{}, leaders: map[int]*agentSession{}}
 	for _, u := range cfg.Users {
@@ -108,7 +113,7 @@ func NewAgentServer(cfg AgentConfig) (*AgentServer, error) {
 // A path is created with mode 0600; a stale socket file left by a dead agent
 // is replaced, anything else at the path is an error.
 func ListenAgent(socket string) (*net.UnixListener, error) {
-	if err := CheckAgentSocket(socket); err != nil {
+	if err := agentwire.CheckSocket(socket); err != nil {
 		return nil, err
 	}
 	if socket[0] != '@' {
@@ -238,7 +243,7 @@ func (s *AgentServer) Shutdown(ctx context.Context) error {
 // session from spawn to exit.
 func (s *AgentServer) serveConn(c *net.UnixConn, id uint64, cred *unix.Ucred) {
 	defer s.wg.Done()
-	defer lingerClose(c)
+	defer agentwire.LingerClose(c)
 	log := s.log.With("conn", id, "peer_pid", cred.Pid, "peer_uid", cred.Uid, "peer_gid", cred.Gid)
 	defer func() {
 		if r := recover(); r != nil {
@@ -250,7 +255,7 @@ func (s *AgentServer) serveConn(c *net.UnixConn, id uint64, cred *unix.Ucred) {
 		defer func() { <-s.slots }()
 	default:
 		log.Warn("connection refused", "reason", "session limit", "max_sessions", s.cfg.MaxSessions)
-		s.reply(c, log, msgError, errorMsg{code: errCodeBusy, message: "too many sessions"}.encode())
+		s.reply(c, log, agentwire.TypeError, agentwire.ErrorMsg{Code: agentwire.CodeBusy, Message: "too many sessions"}.Encode())
 		return
 	}
 	f, err := s.readRequest(c)
@@ -258,9 +263,9 @@ func (s *AgentServer) serveConn(c *net.UnixConn, id uint64, cred *unix.Ucred) {
 		s.replyFailure(c, log, "request refused", err)
 		return
 	}
-	if f.typ == msgProbe {
+	if f.Type == agentwire.TypeProbe {
 		log.Debug("probe answered")
-		s.reply(c, log, msgProbeOK, nil)
+		s.reply(c, log, agentwire.TypeProbeOK, nil)
 		return
 	}
 	ss, acct, err := s.spawn(f)
@@ -272,30 +277,30 @@ func (s *AgentServer) serveConn(c *net.UnixConn, id uint64, cred *unix.Ucred) {
 }
 
 // readRequest waits (bounded) for the connection's one spawn or probe.
-func (s *AgentServer) readRequest(c *net.UnixConn) (frame, error) {
+func (s *AgentServer) readRequest(c *net.UnixConn) (agentwire.Frame, error) {
 	if err := c.SetReadDeadline(time.Now().Add(s.requestTimeout)); err != nil {
-		return frame{}, err
+		return agentwire.Frame{}, err
 	}
-	f, err := readFrame(c, maxRequestFrame, msgSpawn, msgProbe)
+	f, err := agentwire.ReadFrame(c, agentwire.MaxRequestFrame, agentwire.TypeSpawn, agentwire.TypeProbe)
 	if err != nil {
 		return f, err
 	}
-	if f.typ == msgProbe && (len(f.body) != 0 || len(f.files) != 0) {
-		f.closeFiles()
-		return f, protoErrorf("probe frame with a body or fds")
+	if f.Type == agentwire.TypeProbe && (len(f.Body) != 0 || len(f.Files) != 0) {
+		f.CloseFiles()
+		return f, agentwire.Protocolf("probe frame with a body or fds")
 	}
 	return f, c.SetReadDeadline(time.Time{})
 }
 
 // supervise reports the session's start, forwards the sidecar's signals,
 // hangs the session up when the sidecar's side closes, and reports the exit.
-func (s *AgentServer) supervise(c *net.UnixConn, ss *agentSession, acct account, log *slog.Logger) {
-	id := acct.id
-	log = log.With("user", id.User, "uid", id.UID, "pid", ss.proc.pid)
+func (s *AgentServer) supervise(c *net.UnixConn, ss *agentSession, acct login.Account, log *slog.Logger) {
+	id := acct.ID
+	log = log.With("user", id.User, "uid", id.UID, "pid", ss.proc.Pid())
 	started := time.Now()
 	log.Info("session started", "note", id.Note)
-	s.reply(c, log, msgStarted, startedMsg{user: id.User, uid: uint32(id.UID), gid: uint32(id.GID),
-		home: id.Home, shell: id.Shell, note: id.Note}.encode())
+	s.reply(c, log, agentwire.TypeStarted, agentwire.StartedMsg{User: id.User, UID: uint32(id.UID), GID: uint32(id.GID),
+		Home: id.Home, Shell: id.Shell, Note: id.Note}.Encode())
 
 	var closing atomic.Bool // set before this goroutine closes c under the reader
 	readerDone := make(chan struct{})
@@ -315,18 +320,18 @@ func (s *AgentServer) supervise(c *net.UnixConn, ss *agentSession, acct account,
 	switch {
 	case werr != nil:
 		log.Error("session lost", "err", werr.Error())
-		s.reply(c, log, msgError, errorMsg{code: errCodeWait, message: "wait for the session process failed"}.encode())
+		s.reply(c, log, agentwire.TypeError, agentwire.ErrorMsg{Code: agentwire.CodeWait, Message: "wait for the session process failed"}.Encode())
 	case ss.shutdown.Load():
 		log.Info("session ended by agent shutdown", "duration", time.Since(started).String())
-		s.reply(c, log, msgError, errorMsg{code: errCodeShutdown, message: "the launch agent is shutting down"}.encode())
+		s.reply(c, log, agentwire.TypeError, agentwire.ErrorMsg{Code: agentwire.CodeShutdown, Message: "the launch agent is shutting down"}.Encode())
 	default:
 		log.Info("session exited", "exit_code", exit.Code, "signal", exit.SignalName(), "duration", time.Since(started).String())
-		s.reply(c, log, msgExit, exitMsg{code: uint32(exit.Code), signal: uint32(exit.Signal), core: boolU32(exit.CoreDumped)}.encode())
+		s.reply(c, log, agentwire.TypeExit, agentwire.ExitMsg{Code: uint32(exit.Code), Signal: uint32(exit.Signal), Core: boolU32(exit.CoreDumped)}.Encode())
 	}
 	// The reader drains what the sidecar still sends until it closes
-	// (lingerClose's reason), bounded by lingerTimeout.
+	// (agentwire.LingerClose's reason), bounded by agentwire.LingerTimeout.
 	closing.Store(true)
-	if c.CloseWrite() != nil || c.SetReadDeadline(time.Now().Add(lingerTimeout)) != nil {
+	if c.CloseWrite() != nil || c.SetReadDeadline(time.Now().Add(agentwire.LingerTimeout)) != nil {
 		c.Close()
 	}
 	<-readerDone
@@ -334,36 +339,36 @@ func (s *AgentServer) supervise(c *net.UnixConn, ss *agentSession, acct account,
 
 // readSignals forwards signal requests until the sidecar shuts its side
 // (the hang-up), breaks the protocol, or closing is set.
-func (s *AgentServer) readSignals(c *net.UnixConn, p *localProcess, log *slog.Logger, closing *atomic.Bool) {
+func (s *AgentServer) readSignals(c *net.UnixConn, p *login.Process, log *slog.Logger, closing *atomic.Bool) {
 	for {
-		f, err := readFrame(c, maxRequestFrame, msgSignal)
+		f, err := agentwire.ReadFrame(c, agentwire.MaxRequestFrame, agentwire.TypeSignal)
 		if closing.Load() {
 			// The exit is reported: drain until the sidecar closes.
-			f.closeFiles()
-			var we *wireError
+			f.CloseFiles()
+			var we *agentwire.Error
 			if err == nil || errors.As(err, &we) {
 				continue
 			}
 			return
 		}
-		if err == nil && len(f.files) != 0 {
-			f.closeFiles()
-			err = protoErrorf("signal frame with fds")
+		if err == nil && len(f.Files) != 0 {
+			f.CloseFiles()
+			err = agentwire.Protocolf("signal frame with fds")
 		}
 		var name string
 		if err == nil {
-			name, err = decodeSignal(f.body)
+			name, err = agentwire.DecodeSignal(f.Body)
 		}
-		sig, ok := SignalByName(name)
+		sig, ok := launch.SignalByName(name)
 		if err == nil && !ok {
-			err = protoErrorf("signal name is not one of RFC 4254's")
+			err = agentwire.Protocolf("signal name is not one of RFC 4254's")
 		}
 		if err != nil {
-			if errors.Is(err, errPeerClosed) {
+			if errors.Is(err, agentwire.ErrPeerClosed) {
 				log.Info("sidecar hung up")
 			} else {
 				log.Warn("sidecar connection failed; hanging up", "err", err.Error())
-				s.reply(c, log, msgError, errorMsg{code: errCodeProtocol, message: err.Error()}.encode())
+				s.reply(c, log, agentwire.TypeError, agentwire.ErrorMsg{Code: agentwire.CodeProtocol, Message: err.Error()}.Encode())
 			}
 			p.Hangup()
 			return
@@ -376,8 +381,8 @@ func (s *AgentServer) readSignals(c *net.UnixConn, p *localProcess, log *slog.Lo
 
 // reply writes one reply frame, bounded; a failure is logged, as the
 // sidecar then sees the connection end.
-func (s *AgentServer) reply(c *net.UnixConn, log *slog.Logger, typ msgType, body []byte) {
-	if err := writeFrame(c, maxReplyFrame, time.Now().Add(agentReplyTimeout), typ, body); err != nil {
+func (s *AgentServer) reply(c *net.UnixConn, log *slog.Logger, typ agentwire.Type, body []byte) {
+	if err := agentwire.WriteFrame(c, agentwire.MaxReplyFrame, time.Now().Add(agentReplyTimeout), typ, body); err != nil {
 		log.Debug("reply not sent", "type", typ.String(), "err", err.Error())
 	}
 }
@@ -385,17 +390,17 @@ func (s *AgentServer) reply(c *net.UnixConn, log *slog.Logger, typ msgType, body
 // replyFailure logs why a request was refused and tells the sidecar. A
 // sidecar that closed without a request (EOF) gets no reply.
 func (s *AgentServer) replyFailure(c *net.UnixConn, log *slog.Logger, what string, err error) {
-	if errors.Is(err, errPeerClosed) {
+	if errors.Is(err, agentwire.ErrPeerClosed) {
 		log.Info("connection closed before a request")
 		return
 	}
-	code := errCodeProtocol
-	var we *wireError
+	code := agentwire.CodeProtocol
+	var we *agentwire.Error
 	if errors.As(err, &we) {
-		code = we.code
+		code = we.Code
 	}
 	log.Warn(what, "code", code, "err", err.Error())
-	s.reply(c, log, msgError, errorMsg{code: code, message: err.Error()}.encode())
+	s.reply(c, log, agentwire.TypeError, agentwire.ErrorMsg{Code: code, Message: err.Error()}.Encode())
 }
 
 func boolU32(b bool) uint32 {
@@ -412,8 +417,8 @@ func checkAgentConfig(cfg AgentConfig) error {
 		return errors.New("launch: agent: no allowed users")
 	}
 	for _, u := range cfg.Users {
-		if !ValidLoginName(u) {
-			return fmt.Errorf("launch: agent: %q is not a valid login name", truncate(u, 64))
+		if !login.ValidLoginName(u) {
+			return fmt.Errorf("launch: agent: %q is not a valid login name", agentwire.Truncate(u, 64))
 		}
 		if u == "root" && !cfg.AllowRoot {
 			return errors.New("launch: agent: root is allowed only with AllowRoot")
@@ -428,28 +433,14 @@ func checkAgentConfig(cfg AgentConfig) error {
 	return nil
 }
 
-// ValidLoginName reports whether u is in the portable user name set (POSIX 3.437) that
-// useradd accepts: letters, digits, '.', '_', '-', not starting with '-'.
-func ValidLoginName(u string) bool {
-	if u == "" || len(u) > 32 || u[0] == '-' {
-		return false
-	}
-	for _, c := range []byte(u) {
-		if !(c == '.' || c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return false
-		}
-	}
-	return true
-}
-
 // forget removes a finished session from the server's set.
 func (s *AgentServer) forget(ss *agentSession) {
 	s.mu.Lock()
 	delete(s.sessions, ss)
 	s.mu.Unlock()
 	s.startMu.Lock()
-	if s.leaders[ss.proc.pid] == ss { // the pid may already be another session's
-		delete(s.leaders, ss.proc.pid)
+	if s.leaders[ss.proc.Pid()] == ss { // the pid may already be another session's
+		delete(s.leaders, ss.proc.Pid())
 	}
 	s.startMu.Unlock()
 }

@@ -1,4 +1,4 @@
-package launch
+package login
 
 import (
 	"errors"
@@ -10,19 +10,21 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aptl/aptl-kali-capture/launch"
 )
 
-// localProcess is a session process started by Local, or by the agent's
-// server in the workload (agentspawn_linux.go), which reports its exit over the wire.
+// Process is a started session process of launch/local, or of the agent's
+// server in the workload (agentd), which reports its exit over the wire.
 //
-// Lifecycle: newLocalProcess (started) → Wait sees the exit without reaping →
+// Lifecycle: NewProcess (started) → Wait sees the exit without reaping →
 // Wait reaps under mu and sets reaped → done closed. Between exit and reaping the
 // child is a zombie, so its pid (and process-group id) cannot be reused, and
 // Signal may still target -pid safely; after reaped is set it never does.
-type localProcess struct {
-	id  Identity  // immutable
-	cmd *exec.Cmd // started; cmd.Wait is called only by Wait
-	pid int       // immutable; the session, process-group and leader id
+type Process struct {
+	id  launch.Identity // immutable
+	cmd *exec.Cmd       // started; cmd.Wait is called only by Wait
+	pid int             // immutable; the session, process-group and leader id
 
 	done       chan struct{} // closed by Wait after reaping
 	hangupOnce sync.Once
@@ -31,17 +33,22 @@ type localProcess struct {
 	reaped bool
 }
 
-var _ Process = (*localProcess)(nil)
+var _ launch.Process = (*Process)(nil)
 
-func newLocalProcess(cmd *exec.Cmd, id Identity) *localProcess {
-	return &localProcess{id: id, cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+// NewProcess supervises cmd, which the caller has started, as the session
+// process of id.
+func NewProcess(cmd *exec.Cmd, id launch.Identity) *Process {
+	return &Process{id: id, cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
 }
 
 // Identity implements Process.
-func (p *localProcess) Identity() Identity { return p.id }
+func (p *Process) Identity() launch.Identity { return p.id }
+
+// Pid is the session leader's pid, which is also its process-group id.
+func (p *Process) Pid() int { return p.pid }
 
 // Wait implements Process. It blocks until the process exits.
-func (p *localProcess) Wait() (Exit, error) {
+func (p *Process) Wait() (launch.Exit, error) {
 	// Wait for the exit without reaping (WNOWAIT), then reap under mu, so that a
 	// concurrent Signal either runs before the reap (zombie pid, still ours) or
 	// sees reaped and does nothing.
@@ -56,17 +63,17 @@ func (p *localProcess) Wait() (Exit, error) {
 	close(p.done)
 
 	if werr != nil {
-		return Exit{}, fmt.Errorf("launch: wait: %w", werr)
+		return launch.Exit{}, fmt.Errorf("launch: wait: %w", werr)
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) { // an ExitError is a normal non-zero exit
-		return Exit{}, fmt.Errorf("launch: wait: %w", err)
+		return launch.Exit{}, fmt.Errorf("launch: wait: %w", err)
 	}
 	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok {
-		return Exit{}, errors.New("launch: wait: no wait status")
+		return launch.Exit{}, errors.New("launch: wait: no wait status")
 	}
-	return exitFromStatus(ws), nil
+	return launch.ExitFromStatus(ws), nil
 }
 
 // waitExited blocks until pid has exited, leaving it unreaped (waitid(2) WNOWAIT).
@@ -81,15 +88,15 @@ func waitExited(pid int) error {
 }
 
 // Signal implements Process: it sends sig to the session's process group.
-func (p *localProcess) Signal(sig syscall.Signal) error {
+func (p *Process) Signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.reaped {
 		return fmt.Errorf("launch: signal: %w", os.ErrProcessDone)
 	}
 	// WARNING: kill(-1) signals every process we may signal, and kill(0) our own
-	// group. The child of a successful Start never has pid 0 or 1 here (Local
-	// creates no PID namespace), but a negated bad pid must never reach kill(2).
+	// group. The child of a successful Start never has pid 0 or 1 here (no launcher
+	// creates a PID namespace), but a negated bad pid must never reach kill(2).
 	if p.pid <= 1 {
 		return fmt.Errorf("launch: signal: refusing pid %d", p.pid)
 	}
@@ -97,7 +104,7 @@ func (p *localProcess) Signal(sig syscall.Signal) error {
 }
 
 // Hangup implements Process. Only the first call has an effect.
-func (p *localProcess) Hangup() {
+func (p *Process) Hangup() {
 	p.hangupOnce.Do(func() {
 		if err := p.Signal(syscall.SIGHUP); errors.Is(err, os.ErrProcessDone) {
 			return
@@ -107,14 +114,14 @@ func (p *localProcess) Hangup() {
 }
 
 // killAfterGrace sends SIGKILL to the group unless Wait reaps the process within
-// hangupGrace. It is the only goroutine a localProcess starts.
-func (p *localProcess) killAfterGrace() {
+// launch.HangupGrace. It is the only goroutine a Process starts.
+func (p *Process) killAfterGrace() {
 	defer func() {
 		// A panic here must not end the server and every other session with it;
 		// the worst outcome of stopping is a process that ignored SIGHUP lives on.
 		_ = recover()
 	}()
-	t := time.NewTimer(hangupGrace)
+	t := time.NewTimer(launch.HangupGrace)
 	defer t.Stop()
 	select {
 	case <-p.done:

@@ -1,4 +1,4 @@
-package launch
+package agentclient
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 )
 
 // checkPeer decides whether the process that answered at the agent socket
@@ -25,7 +27,7 @@ import (
 // bound. On older kernels the setsockopt fails and returned fds are closed
 // as they arrive (refuseFiles).
 func (a *Agent) checkPeer(c *net.UnixConn) error {
-	cred, err := peerCred(c)
+	cred, err := agentwire.PeerCred(c)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package launch
+package agentwire
 
 import (
 	"fmt"
@@ -17,8 +17,8 @@ var agentEnvNames = []string{"APTL_SESSION_ID", "APTL_RUN_ID", "APTL_TRACE_ID", 
 // agentEnvPrefix is the one prefix in the set: the locale categories.
 const agentEnvPrefix = "LC_"
 
-// AgentEnvAllowed reports whether the launch agent passes env name to a session.
-func AgentEnvAllowed(name string) bool {
+// EnvAllowed reports whether the launch agent passes env name to a session.
+func EnvAllowed(name string) bool {
 	for _, n := range agentEnvNames {
 		if name == n {
 			return true
@@ -27,30 +27,30 @@ func AgentEnvAllowed(name string) bool {
 	return strings.HasPrefix(name, agentEnvPrefix)
 }
 
-// AgentEnvPatternAllowed reports whether every name an accept-list pattern
+// EnvPatternAllowed reports whether every name an accept-list pattern
 // of the sidecar matches (a name, or a prefix ending in '*') is one the
 // agent passes, so a sidecar can refuse at start a list the agent would
 // refuse per session.
-func AgentEnvPatternAllowed(pattern string) bool {
+func EnvPatternAllowed(pattern string) bool {
 	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
 		return strings.HasPrefix(prefix, agentEnvPrefix)
 	}
-	return AgentEnvAllowed(pattern)
+	return EnvAllowed(pattern)
 }
 
-// AgentEnvSet names the set for error messages.
-func AgentEnvSet() string {
+// EnvSet names the set for error messages.
+func EnvSet() string {
 	return strings.Join(agentEnvNames, ", ") + ", " + agentEnvPrefix + "*"
 }
 
-// checkAgentEnv refuses the first entry whose name is outside the set. The
+// CheckEnv refuses the first entry whose name is outside the set. The
 // error names the variable, never its value (values may hold secrets).
-func checkAgentEnv(env []string) error {
+func CheckEnv(env []string) error {
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if !AgentEnvAllowed(name) {
+		if !EnvAllowed(name) {
 			return fmt.Errorf("env %q is not passed by the launch agent, which accepts only %s "+
-				"(loader and shell-startup variables are refused from any peer)", truncate(name, 64), AgentEnvSet())
+				"(loader and shell-startup variables are refused from any peer)", Truncate(name, 64), EnvSet())
 		}
 	}
 	return nil

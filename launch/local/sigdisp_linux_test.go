@@ -1,4 +1,4 @@
-package launch
+package local
 
 import (
 	"bufio"
@@ -13,6 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/launch"
 )
 
 // helperEnv selects the re-executed helper role of the test binary.
@@ -33,7 +36,7 @@ type sigMasks struct {
 // sigDispResult is what the helper reports on fd 3.
 type sigDispResult struct {
 	InheritedIntIgnored bool     // the starter's SIG_IGN for SIGINT reached the helper
-	Control             sigMasks // a child started by plain os/exec before NewLocal
+	Control             sigMasks // a child started by plain os/exec before New
 	Child               sigMasks // a child started through Local
 	Err                 string
 }
@@ -54,7 +57,7 @@ func TestLocalSignalDispositions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.FailAfter)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `trap '' INT; exec "$0"`, exe)
 	// A -race binary sleeps 1s at exit unless told not to.
@@ -113,7 +116,7 @@ func sigDispMeasure(res *sigDispResult) error {
 		return err
 	}
 
-	l := NewLocal() // must be the first NewLocal in this process
+	l := New() // must be the first New in this process
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -132,7 +135,7 @@ func sigDispMeasure(res *sigDispResult) error {
 	if err := useTesterAccount(l, dir, dir); err != nil {
 		return err
 	}
-	p, err := l.Launch(context.Background(), Spec{User: "tester", Command: "cat /proc/self/status",
+	p, err := l.Launch(context.Background(), launch.Spec{User: "tester", Command: "cat /proc/self/status",
 		Stdin: inR, Stdout: outW, Stderr: outW})
 	if err != nil {
 		return err
@@ -141,7 +144,7 @@ func sigDispMeasure(res *sigDispResult) error {
 	if err != nil {
 		return err
 	}
-	if e, err := p.Wait(); err != nil || e != (Exit{}) {
+	if e, err := p.Wait(); err != nil || e != (launch.Exit{}) {
 		return fmt.Errorf("child: exit %+v, %v: %s", e, err, status)
 	}
 	res.Child, err = parseSigMasks(string(status))

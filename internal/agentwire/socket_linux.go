@@ -1,0 +1,63 @@
+package agentwire
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultSocket is where the agent listens unless configured otherwise:
+// an abstract socket, which lives in the network namespace the sidecar and
+// the workload share, so neither needs a shared volume. The agent refuses
+// peers inside its own PID namespace, which every workload process is.
+const DefaultSocket = "@aptl-launch-agent"
+
+// maxSocketName is the longest sun_path without its terminating NUL (unix(7)).
+const maxSocketName = 107
+
+// CheckSocket reports whether socket is a usable agent address: an
+// absolute path, or "@" and a name of printable ASCII, at most 107 bytes.
+// Both sides and both commands' settings check it the same way.
+func CheckSocket(socket string) error {
+	switch {
+	case socket == "" || socket == "@":
+		return errors.New("launch: agent socket is empty")
+	case len(socket) > maxSocketName:
+		return fmt.Errorf("launch: agent socket is longer than %d bytes", maxSocketName)
+	case strings.HasPrefix(socket, "@"):
+		for _, c := range []byte(socket[1:]) {
+			if c <= ' ' || c >= 0x7f {
+				return errors.New("launch: abstract agent socket name has a space or a non-printable byte")
+			}
+		}
+	case !filepath.IsAbs(socket) || strings.IndexByte(socket, 0) >= 0:
+		return errors.New("launch: agent socket must be an absolute path or @name")
+	}
+	return nil
+}
+
+// PeerCred returns the connecting process's credentials as the kernel
+// recorded them at connect(2) (SO_PEERCRED, unix(7)). Both sides decide
+// whom they talk to from it, never from anything the peer says.
+func PeerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	if cerr != nil {
+		return nil, os.NewSyscallError("getsockopt SO_PEERCRED", cerr)
+	}
+	return cred, nil
+}

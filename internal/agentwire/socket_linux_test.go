@@ -1,0 +1,30 @@
+package agentwire
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestCheckSocket(t *testing.T) {
+	for _, tt := range []struct {
+		socket string
+		ok     bool
+	}{
+		{"@aptl-launch-agent", true},
+		{"/run/aptl/agent.sock", true},
+		{"", false},
+		{"@", false},
+		{"@with space", false},
+		{"@ctl\x01", false},
+		{"relative/agent.sock", false},
+		{"/" + strings.Repeat("a", maxSocketName), false},
+		{"/nul\x00byte", false},
+	} {
+		t.Run(strconv.Quote(tt.socket), func(t *testing.T) {
+			if err := CheckSocket(tt.socket); (err == nil) != tt.ok {
+				t.Errorf("CheckSocket = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}

@@ -1,0 +1,524 @@
+// Package agentwire is the wire protocol between the sidecar's "agent" adapter
+// (launch/agentclient, the client) and aptl-launch-agent in the workload
+// (agentd, the server); README.md, "The agent adapter", describes the
+// deployment. Every message either side sends or accepts is in this package;
+// who may connect is decided by the peer checks (the sidecar's checkPeer in
+// launch/agentclient/agentpeer_linux.go, the agent's admit in
+// agentd/agentadmit_linux.go).
+//
+//	sidecar (Agent)                                   aptl-launch-agent (AgentServer)
+//	connect SOCK_SEQPACKET|SOCK_CLOEXEC ────────────▶ accept; admit (agentd/agentadmit_linux.go):
+//	checkPeer: agent uid, other PID namespace,          SO_PEERCRED uid and gid must be the
+//	                                                   sidecar's and pid 0 (outside the agent's
+//	                                                   PID namespace); any other peer is
+//	                                                   closed at once, with no reply
+//	spawn {mode user term command env}
+//	  + SCM_RIGHTS [slave] | [stdin stdout stderr] ─▶ check fds, env names (a fixed set,
+//	                                                   agentenv_linux.go), allow-list, passwd;
+//	close its own copies of the fds                    setsid, TIOCSCTTY, setgroups,
+//	                                                   setgid, setuid, execve
+//	                           ◀──────────────────── started {user uid gid home shell note}
+//	                           ◀──────────────────── or error {code message}, then close
+//	signal {name}  (any number) ────────────────────▶ kill(-pgid, sig)
+//	shutdown(SHUT_WR) = hang up ────────────────────▶ SIGHUP to the group, SIGKILL
+//	(a crashed sidecar's close is the same)            after HangupGrace unless reaped
+//	                           ◀──────────────────── exit {code signal core}, then close
+//
+//	probe (instead of spawn)   ────────────────────▶ nothing is started
+//	                           ◀──────────────────── probe-ok, then close
+//
+// A frame is one SOCK_SEQPACKET record, so frames are never split or merged:
+//
+//	0         2      3      4              8
+//	+---------+------+------+--------------+----------------------+
+//	| version | type | nfds | body length  | body (length bytes)  |
+//	| u16 BE  | u8   | u8   | u32 BE       |                      |
+//	+---------+------+------+--------------+----------------------+
+//
+// nfds is the number of fds the sender attached as one SCM_RIGHTS control
+// message; a receiver that gets a different number closes every fd it got and
+// fails. A body is a fixed sequence of fields per type, each a u32 BE or a
+// byte string (u32 BE length, then the bytes); nothing may follow the last
+// field. Strings are bytes, not JSON: a command or env value that is not UTF-8
+// reaches the shell exactly as the client sent it.
+//
+//	spawn    u32 mode (1 pty, 2 pipes), str user, str term, str command ("" = login shell),
+//	         u32 n, n × str "KEY=VALUE"
+//	signal   str name (RFC 4254 §6.10, without "SIG": INT, TERM, ...)
+//	started  str user, u32 uid, u32 gid, str home, str shell, str note
+//	exit     u32 code, u32 signal (0 = exited), u32 core dumped (0/1)
+//	error    str code (one of the Code* values), str message (no argv, env or paths of the request)
+//	probe, probe-ok: empty bodies
+//
+// The agent never receives paths, recorder settings, or requests to chmod,
+// delete or Truncate anything: there is no message that could carry one.
+// Receivers use MSG_CMSG_CLOEXEC (net.UnixConn.ReadMsgUnix always sets it on
+// Linux). Every wait has a deadline (connect, each write, the reply to spawn
+// or probe, the first request, the exit after a hang-up, LingerClose) except
+// the waits for the next signal and for the exit, which last as long as the
+// session and end with it. A side that ends the connection after its last
+// frame shuts its write side and drains first (LingerClose).
+package agentwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Version is the protocol version. Both sides refuse any other.
+const Version = 1
+
+// Type is a frame's type. Requests flow sidecar → agent, replies agent → sidecar.
+type Type uint8
+
+const (
+	TypeSpawn  Type = 1 // request; 1 fd (pty) or 3 fds (pipes)
+	TypeSignal Type = 2 // request
+	TypeProbe  Type = 3 // request
+
+	TypeStarted Type = 17 // reply to spawn
+	TypeExit    Type = 18 // after started, once
+	TypeError   Type = 19 // reply to anything; the connection then closes
+	TypeProbeOK Type = 20 // reply to probe
+)
+
+func (t Type) String() string {
+	switch t {
+	case TypeSpawn:
+		return "spawn"
+	case TypeSignal:
+		return "signal"
+	case TypeProbe:
+		return "probe"
+	case TypeStarted:
+		return "started"
+	case TypeExit:
+		return "exit"
+	case TypeError:
+		return "error"
+	case TypeProbeOK:
+		return "probe-ok"
+	}
+	return fmt.Sprintf("unknown(%d)", uint8(t))
+}
+
+// Mode of a spawn request.
+const (
+	SpawnPTY   = 1
+	SpawnPipes = 2
+)
+
+// Size bounds. MaxRequestFrame holds the broker's largest exec command (64
+// KiB) and its default env (64 entries of at most 1 KiB) and stays below the
+// default socket send buffer (net.Core.wmem_default, 208 KiB), which bounds
+// one SOCK_SEQPACKET record. Replies are small.
+const (
+	HeaderLen        = 8
+	MaxRequestFrame  = 192 << 10
+	MaxReplyFrame    = 16 << 10
+	MaxFDs           = 3
+	maxNameField     = 256      // user, term, signal and error code
+	maxCommandField  = 64 << 10 // as the broker's exec limit
+	maxEnvEntries    = 256
+	maxEnvEntryField = 8 << 10
+	MaxTextField     = 4 << 10 // home, shell, note, error message
+)
+
+// Error codes of an error reply. The sidecar logs the code; the client of
+// the SSH session only ever sees the broker's fixed message.
+const (
+	CodeProtocol   = "protocol" // malformed frame, wrong version, type or fds
+	CodeNotAllowed = "user-not-allowed"
+	CodeEnv        = "env-not-allowed" // an env name outside the agent's fixed set (agentenv_linux.go)
+	CodeNoUser     = "user-unknown"
+	CodeStart      = "start-failed"
+	CodeBusy       = "busy"           // session limit reached, or shutting down before the start
+	CodeShutdown   = "agent-shutdown" // instead of the exit: the agent hung the session up to stop
+	CodeWait       = "wait-failed"    // instead of the exit: the agent lost its child
+)
+
+// Error is a protocol violation or an error reply; its text names the
+// frame and the rule it broke, never a field's value.
+type Error struct {
+	Code string
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func Protocolf(format string, args ...any) error {
+	return &Error{Code: CodeProtocol, Msg: "launch wire: " + fmt.Sprintf(format, args...)}
+}
+
+// frame is one received frame. The receiver owns files and must close them.
+type Frame struct {
+	Type  Type
+	Body  []byte
+	Files []*os.File
+}
+
+func (f *Frame) CloseFiles() {
+	for _, file := range f.Files {
+		file.Close()
+	}
+	f.Files = nil
+}
+
+// ErrPeerClosed is a clean end of the connection (EOF, or an empty record).
+var ErrPeerClosed = errors.New("launch wire: peer closed the connection")
+
+// ReadFrame reads one frame of at most maxLen bytes and asserts that its type
+// is one of want. Every fd that arrived with a frame that fails any check is
+// closed here; on success the caller owns f.Files, whose number matches the
+// header. The caller bounds the wait with c's read deadline: ReadFrame leaves
+// it alone, so that another goroutine may shorten it (Hangup does).
+func ReadFrame(c *net.UnixConn, maxLen int, want ...Type) (f Frame, err error) {
+	buf := make([]byte, maxLen)
+	// Room for one fd more than any frame may carry, so that an extra fd is
+	// seen (and closed) rather than silently dropped by the kernel.
+	oob := make([]byte, unix.CmsgSpace((MaxFDs+1)*4))
+	n, oobn, flags, _, rerr := c.ReadMsgUnix(buf, oob)
+	n, oobn = clamp(n, len(buf)), clamp(oobn, len(oob)) // a failed recvmsg may return -1
+	f.Files, err = parseRights(oob[:oobn])
+	defer func() {
+		if err != nil {
+			f.CloseFiles()
+		}
+	}()
+	switch {
+	case errors.Is(rerr, io.EOF) || (rerr == nil && n == 0 && oobn == 0):
+		return f, ErrPeerClosed
+	case rerr != nil:
+		return f, fmt.Errorf("launch wire: read: %w", rerr)
+	case err != nil:
+		return f, err
+	case flags&unix.MSG_TRUNC != 0:
+		return f, Protocolf("frame larger than %d bytes", maxLen)
+	case flags&unix.MSG_CTRUNC != 0:
+		return f, Protocolf("frame carries more than %d fds", MaxFDs)
+	case n < HeaderLen:
+		return f, Protocolf("truncated frame: %d bytes, header needs %d", n, HeaderLen)
+	}
+	hdr := buf[:HeaderLen]
+	if v := binary.BigEndian.Uint16(hdr[0:2]); v != Version {
+		return f, Protocolf("frame version %d, this side speaks %d", v, Version)
+	}
+	f.Type = Type(hdr[2])
+	if l := binary.BigEndian.Uint32(hdr[4:8]); uint64(l) != uint64(n-HeaderLen) {
+		return f, Protocolf("truncated %s frame: header says %d body bytes, got %d", f.Type, l, n-HeaderLen)
+	}
+	if nfds := int(hdr[3]); nfds != len(f.Files) {
+		return f, Protocolf("%s frame declares %d fds, %d arrived", f.Type, nfds, len(f.Files))
+	}
+	if !typeIn(f.Type, want) {
+		return f, Protocolf("unexpected %s frame, want %v", f.Type, want)
+	}
+	f.Body = buf[HeaderLen:n]
+	return f, nil
+}
+
+func clamp(n, limit int) int {
+	return min(max(n, 0), limit)
+}
+
+func typeIn(t Type, set []Type) bool {
+	for _, s := range set {
+		if t == s {
+			return true
+		}
+	}
+	return false
+}
+
+// parseRights returns every fd in the control data as an *os.File, so that
+// all of them are closed if anything is wrong. More than one SCM_RIGHTS
+// message, or any other kind of control message, is an error.
+func parseRights(oob []byte) ([]*os.File, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, Protocolf("control data: %v", err)
+	}
+	var files []*os.File
+	var bad error
+	rights := 0
+	for _, m := range msgs {
+		if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SCM_RIGHTS {
+			bad = Protocolf("unexpected control message %d/%d", m.Header.Level, m.Header.Type)
+			continue
+		}
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			bad = Protocolf("SCM_RIGHTS: %v", err)
+			continue
+		}
+		rights++
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "received-fd"))
+		}
+	}
+	if bad == nil && rights > 1 {
+		bad = Protocolf("%d SCM_RIGHTS messages, want one", rights)
+	}
+	return files, bad
+}
+
+// LingerClose ends a connection after a final reply: it shuts down the write
+// side, then reads and discards (closing any fds) until the peer closes or
+// LingerTimeout passes. Closing a Unix socket with unread data makes the
+// peer's next read fail with ECONNRESET (unix_release_sock) instead of
+// returning the reply that is already in its queue.
+func LingerClose(c *net.UnixConn) {
+	defer c.Close()
+	if c.CloseWrite() != nil || c.SetReadDeadline(time.Now().Add(LingerTimeout)) != nil {
+		return
+	}
+	for {
+		f, err := ReadFrame(c, MaxRequestFrame, TypeSpawn, TypeSignal, TypeProbe)
+		f.CloseFiles()
+		var we *Error
+		if err != nil && !errors.As(err, &we) {
+			return // EOF, deadline, or the connection failed
+		}
+	}
+}
+
+// LingerTimeout bounds LingerClose.
+const LingerTimeout = time.Second
+
+// WriteFrame sends one frame with files attached before deadline. It checks
+// the size against maxLen first, so an oversized request fails with a clear
+// error instead of EMSGSIZE. The caller keeps ownership of files.
+func WriteFrame(c *net.UnixConn, maxLen int, deadline time.Time, typ Type, body []byte, files ...*os.File) error {
+	if len(files) > MaxFDs {
+		return fmt.Errorf("launch wire: %s frame with %d fds, at most %d", typ, len(files), MaxFDs)
+	}
+	if HeaderLen+len(body) > maxLen {
+		return fmt.Errorf("launch wire: %s frame of %d bytes exceeds %d", typ, HeaderLen+len(body), maxLen)
+	}
+	buf := AppendHeader(make([]byte, 0, HeaderLen+len(body)), Version, typ, uint8(len(files)), uint32(len(body)))
+	buf = append(buf, body...)
+	if err := c.SetWriteDeadline(deadline); err != nil {
+		return fmt.Errorf("launch wire: set deadline: %w", err)
+	}
+	if err := SendRecord(c, buf, files...); err != nil {
+		return fmt.Errorf("launch wire: send %s: %w", typ, err)
+	}
+	return nil
+}
+
+// AppendHeader appends a frame header to b. WriteFrame passes the true
+// values; tests pass false ones to see how a receiver refuses them.
+func AppendHeader(b []byte, version uint16, typ Type, nfds uint8, bodyLen uint32) []byte {
+	b = binary.BigEndian.AppendUint16(b, version)
+	b = append(b, byte(typ), nfds)
+	return binary.BigEndian.AppendUint32(b, bodyLen)
+}
+
+// SendRecord sends record as one SOCK_SEQPACKET record with files attached
+// as one SCM_RIGHTS message. It is the protocol's only sendmsg: WriteFrame
+// uses it, and so do tests that send malformed records. The caller keeps
+// ownership of files.
+func SendRecord(c *net.UnixConn, record []byte, files ...*os.File) error {
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			// Fd() puts the open file description in blocking mode, which the
+			// receiver's child needs: O_NONBLOCK is shared with every process
+			// holding the fd (fcntl(2)), and a shell reading a non-blocking
+			// stdin would get EAGAIN. The ends are only handed on here.
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	n, oobn, err := c.WriteMsgUnix(record, oob, nil)
+	runtime.KeepAlive(files) // the fds must stay open until sendmsg took its references
+	if err != nil {
+		return err
+	}
+	if n != len(record) || oobn != len(oob) {
+		return errors.New("short write")
+	}
+	return nil
+}
+
+// Message bodies.
+
+type SpawnMsg struct {
+	Mode    uint32
+	User    string
+	Term    string
+	Command string
+	Env     []string
+}
+
+type StartedMsg struct {
+	User        string
+	UID, GID    uint32
+	Home, Shell string
+	Note        string
+}
+
+type ExitMsg struct {
+	Code, Signal, Core uint32
+}
+
+type ErrorMsg struct {
+	Code, Message string
+}
+
+func (m SpawnMsg) Encode() []byte {
+	var e encoder
+	e.u32(m.Mode)
+	e.str(m.User)
+	e.str(m.Term)
+	e.str(m.Command)
+	e.u32(uint32(len(m.Env)))
+	for _, kv := range m.Env {
+		e.str(kv)
+	}
+	return e.b
+}
+
+func DecodeSpawn(b []byte) (SpawnMsg, error) {
+	d := decoder{b: b, what: "spawn"}
+	m := SpawnMsg{Mode: d.u32(), User: d.str(maxNameField), Term: d.str(maxNameField), Command: d.str(maxCommandField)}
+	n := d.u32()
+	if n > maxEnvEntries {
+		return m, Protocolf("spawn frame: %d env entries, at most %d", n, maxEnvEntries)
+	}
+	for i := uint32(0); i < n && d.err == nil; i++ {
+		m.Env = append(m.Env, d.str(maxEnvEntryField))
+	}
+	return m, d.end()
+}
+
+func (m StartedMsg) Encode() []byte {
+	var e encoder
+	e.str(m.User)
+	e.u32(m.UID)
+	e.u32(m.GID)
+	e.str(m.Home)
+	e.str(m.Shell)
+	e.str(m.Note)
+	return e.b
+}
+
+func DecodeStarted(b []byte) (StartedMsg, error) {
+	d := decoder{b: b, what: "started"}
+	m := StartedMsg{User: d.str(maxNameField), UID: d.u32(), GID: d.u32(),
+		Home: d.str(MaxTextField), Shell: d.str(MaxTextField), Note: d.str(MaxTextField)}
+	return m, d.end()
+}
+
+func (m ExitMsg) Encode() []byte {
+	var e encoder
+	e.u32(m.Code)
+	e.u32(m.Signal)
+	e.u32(m.Core)
+	return e.b
+}
+
+func DecodeExit(b []byte) (ExitMsg, error) {
+	d := decoder{b: b, what: "exit"}
+	m := ExitMsg{Code: d.u32(), Signal: d.u32(), Core: d.u32()}
+	return m, d.end()
+}
+
+func (m ErrorMsg) Encode() []byte {
+	var e encoder
+	e.str(m.Code)
+	e.str(Truncate(m.Message, MaxTextField))
+	return e.b
+}
+
+func DecodeError(b []byte) (ErrorMsg, error) {
+	d := decoder{b: b, what: "error"}
+	m := ErrorMsg{Code: d.str(maxNameField), Message: d.str(MaxTextField)}
+	return m, d.end()
+}
+
+func EncodeSignal(name string) []byte {
+	var e encoder
+	e.str(name)
+	return e.b
+}
+
+func DecodeSignal(b []byte) (string, error) {
+	d := decoder{b: b, what: "signal"}
+	name := d.str(maxNameField)
+	return name, d.end()
+}
+
+func Truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+type encoder struct{ b []byte }
+
+func (e *encoder) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
+
+func (e *encoder) str(s string) {
+	e.u32(uint32(len(s)))
+	e.b = append(e.b, s...)
+}
+
+// decoder reads fields in order; the first error sticks and later reads
+// return zero values, so a message is decoded in one expression and checked once.
+type decoder struct {
+	b    []byte
+	what string
+	err  error
+}
+
+func (d *decoder) u32() uint32 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 4 {
+		d.err = Protocolf("%s frame: body ends inside a field", d.what)
+		return 0
+	}
+	v := binary.BigEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+func (d *decoder) str(max int) string {
+	n := d.u32()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint32(max) {
+		d.err = Protocolf("%s frame: a field of %d bytes, at most %d", d.what, n, max)
+		return ""
+	}
+	if uint32(len(d.b)) < n {
+		d.err = Protocolf("%s frame: body ends inside a field", d.what)
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) end() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = Protocolf("%s frame: %d bytes after the last field", d.what, len(d.b))
+	}
+	return d.err
+}

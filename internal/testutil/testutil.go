@@ -1,0 +1,53 @@
+// Package testutil holds the helpers the tests of several packages share:
+// bounded waits, a log buffer, fd and goroutine leak checks, session pipes
+// and PTY output, and raw agent-protocol records. Only tests import it.
+package testutil
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// FailAfter bounds how long a test waits for a child before failing; it is a
+// failure deadline, never a way to let something happen.
+const FailAfter = 15 * time.Second
+
+// LockedBuffer collects a server's logs for assertions; safe for concurrent use.
+type LockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Reset empties the buffer.
+func (b *LockedBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
+func (b *LockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// WriteFixture writes content to a file name in a fresh temporary folder
+// and returns its path.
+func WriteFixture(t testing.TB, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,76 @@
+// Package local is the "local" launch adapter: the session's login shell
+// runs in the sidecar's own namespaces (internal/login starts it).
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/launch"
+)
+
+// Local is the "local" adapter: the session process runs in the server's own
+// namespaces. It is for development, tests and single-host use; against a root
+// workload it is not authentic, which is why the record names the adapter.
+type Local struct {
+	// passwdPath and groupPath are set by New and never change; tests point
+	// them at fixtures (NewWithAccountFiles).
+	passwdPath, groupPath string
+}
+
+var _ launch.Launcher = (*Local)(nil)
+
+// New returns the local adapter.
+//
+// The first call also undoes inherited SIG_IGN dispositions for the processes
+// it will start (login.CatchIgnoredSignals). Signals the server ignores with
+// signal.Ignore after that call would again be inherited by session processes.
+func New() *Local {
+	login.CatchIgnoredSignals()
+	return &Local{passwdPath: login.SystemPasswd, groupPath: login.SystemGroup}
+}
+
+// NewWithAccountFiles is New with other passwd(5) and group(5) files than
+// the system's, as the tests' fixture accounts need.
+func NewWithAccountFiles(passwdPath, groupPath string) *Local {
+	l := New()
+	l.passwdPath, l.groupPath = passwdPath, groupPath
+	return l
+}
+
+// Name implements Launcher.
+func (l *Local) Name() string { return "local" }
+
+// Launch implements Launcher. It resolves whom to run as, builds the command and
+// starts it; ctx bounds only this start.
+func (l *Local) Launch(ctx context.Context, spec launch.Spec) (launch.Process, error) {
+	// Ownership of the spec's fds transfers here. After Start the child holds its
+	// own copies on fds 0-2, so this process's copies are closed on every path:
+	// the server must keep no reference to the slave.
+	defer spec.CloseFiles()
+
+	if err := spec.Check(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+	}
+	acct, err := login.ResolveAccount(l.passwdPath, l.groupPath, spec.User, os.Geteuid(), os.Getegid())
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := login.Command(spec, acct)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+	}
+	// The error names the shell path or home directory, never argv or env.
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("launch: start shell: %w", err)
+	}
+	return login.NewProcess(cmd, acct.ID), nil
+}
