@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds everything the stack runs, from this checkout and local material only:
+# the static binaries, the workload's base (APTL_WORKLOAD_BASE, or the cached
+# offline stand-in), and the two images. Prints nothing on stdout but the
+# image names it built, one `NAME=value` per line.
+#
+#   APTL_WORKLOAD_BASE   base of the workload image; unset: the local
+#                        debootstrap stand-in (compose/base/make-local-base.sh).
+#                        Labs with registry access: kalilinux/kali-rolling
+#   APTL_CAPTURE_IMAGE   sidecar image tag   (default aptl-kali-capture:local)
+#   APTL_WORKLOAD_IMAGE  workload image tag  (default aptl-kali-workload:local)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+export PATH="/usr/local/go/bin:$PATH"
+
+capture_image=${APTL_CAPTURE_IMAGE:-aptl-kali-capture:local}
+workload_image=${APTL_WORKLOAD_IMAGE:-aptl-kali-workload:local}
+base=${APTL_WORKLOAD_BASE:-}
+if [ -z "$base" ]; then
+	base=$("$here/base/make-local-base.sh")
+fi
+
+stage=$(mktemp -d /var/tmp/aptl-compose-build.XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+
+echo "build: static binaries" >&2
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$stage/" ./cmd/aptl-kali-capture ./cmd/aptl-launch-agent)
+
+# The sidecar's mount points, owned by its uid through COPY --chown.
+mkdir -p "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/var/lib/aptl-kali-capture" "$stage/capture-rootfs/run"
+chmod 0700 "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/var/lib/aptl-kali-capture" "$stage/capture-rootfs/run"
+cp "$here/kali/aptl-agent-supervise" "$stage/"
+
+echo "build: $capture_image" >&2
+docker build -q -f "$here/capture/Dockerfile" -t "$capture_image" "$stage" >/dev/null
+echo "build: $workload_image from $base" >&2
+docker build -q -f "$here/kali/Dockerfile" --build-arg "BASE=$base" -t "$workload_image" "$stage" >/dev/null
+echo "APTL_CAPTURE_IMAGE=$capture_image"
+echo "APTL_WORKLOAD_IMAGE=$workload_image"
