@@ -7,6 +7,7 @@ require (
 	github.com/gliderlabs/ssh v0.3.8
 	golang.org/x/crypto v0.59.0
 	golang.org/x/sys v0.50.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require github.com/anmitsu/go-shlex v0.0.0-20200514113438-38f4b401e2be // indirect

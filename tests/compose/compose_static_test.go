@@ -1,0 +1,85 @@
+package compose
+
+import "testing"
+
+const composeFile = "compose/docker-compose.yml"
+
+// TestComposeBoundary: the shipped Compose file keeps the boundary.
+func TestComposeBoundary(t *testing.T) {
+	v, err := composeViolations(readFile(t, composeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, violation := range v {
+		t.Error(violation)
+	}
+}
+
+func service(doc tree, name string) tree { return mapAt(mapAt(doc, "services"), name) }
+
+func appendTo(s tree, key string, items ...any) { s[key] = append(listAt(s, key), items...) }
+
+// TestComposeChecksFire: each check catches its regression on a mutated
+// copy of the shipped file, so a check that cannot fail is caught here.
+func TestComposeChecksFire(t *testing.T) {
+	orig, err := parseDocs(readFile(t, composeFile))
+	if err != nil || len(orig) != 1 {
+		t.Fatalf("parse %s: %v", composeFile, err)
+	}
+	mutations := []struct {
+		name, want string
+		mutate     func(doc tree)
+	}{
+		{"captures volume in workload", "captures or state volume", func(d tree) {
+			appendTo(service(d, "kali"), "volumes", "kali_captures:/mnt/c:ro")
+		}},
+		{"state volume in workload (long syntax)", "captures or state volume", func(d tree) {
+			appendTo(service(d, "kali"), "volumes", tree{"type": "volume", "source": "kali_capture_state", "target": "/x", "read_only": true})
+		}},
+		{"capture path bind in workload", "captures or state volume", func(d tree) {
+			appendTo(service(d, "kali"), "volumes", "/srv/caps:/var/log/aptl/captures")
+		}},
+		{"shared PID namespace", "shared PID namespace", func(d tree) { service(d, "kali")["pid"] = "service:kali-capture" }},
+		{"host PID namespace on sidecar", "shared PID namespace", func(d tree) { service(d, "kali-capture")["pid"] = "host" }},
+		{"Docker socket", "Docker socket", func(d tree) {
+			appendTo(service(d, "kali"), "volumes", "/var/run/docker.sock:/var/run/docker.sock")
+		}},
+		{"privileged workload", "privileged", func(d tree) { service(d, "kali")["privileged"] = true }},
+		{"NET_RAW on workload", "capture/audit capability NET_RAW", func(d tree) { appendTo(service(d, "kali"), "cap_add", "NET_RAW") }},
+		{"AUDIT_READ on workload", "capture/audit capability AUDIT_READ", func(d tree) { appendTo(service(d, "kali"), "cap_add", "CAP_AUDIT_READ") }},
+		{"SYS_PACCT on workload", "capture/audit capability SYS_PACCT", func(d tree) { appendTo(service(d, "kali"), "cap_add", "SYS_PACCT") }},
+		{"workload keeps Docker's default caps", "cap_drop must be ALL", func(d tree) { delete(service(d, "kali"), "cap_drop") }},
+		{"port published by workload", "publishes a port", func(d tree) { appendTo(service(d, "kali"), "ports", "127.0.0.1:2223:2222") }},
+		{"workload owns the namespace", "network_mode", func(d tree) { delete(service(d, "kali"), "network_mode") }},
+		{"sidecar joins the workload", "must own its network namespace", func(d tree) { service(d, "kali-capture")["network_mode"] = "service:kali" }},
+		{"sidecar without ports", "publishes no SSH port", func(d tree) { delete(service(d, "kali-capture"), "ports") }},
+		{"port on all addresses", "not bound to loopback", func(d tree) { service(d, "kali-capture")["ports"] = []any{"2222:2222"} }},
+		{"writable root", "read-only root", func(d tree) { service(d, "kali-capture")["read_only"] = false }},
+		{"no no-new-privileges", "no-new-privileges", func(d tree) { delete(service(d, "kali-capture"), "security_opt") }},
+		{"no init", "init must be true", func(d tree) { delete(service(d, "kali-capture"), "init") }},
+		{"sidecar keeps default caps", "sidecar: cap_drop must be ALL", func(d tree) { delete(service(d, "kali-capture"), "cap_drop") }},
+		{"sidecar with SYS_ADMIN", "not a witness", func(d tree) { appendTo(service(d, "kali-capture"), "cap_add", "SYS_ADMIN") }},
+		{"sidecar as root", "runs as root", func(d tree) { service(d, "kali-capture")["user"] = "0:0" }},
+		{"missing healthcheck", "missing healthcheck", func(d tree) { delete(service(d, "kali-capture"), "healthcheck") }},
+		{"disabled healthcheck", "missing healthcheck", func(d tree) { mapAt(service(d, "kali-capture"), "healthcheck")["disable"] = true }},
+		{"captures not on the sidecar", "kali_captures not mounted", func(d tree) { delete(service(d, "kali-capture"), "volumes") }},
+		{"wrong container name", "container_name", func(d tree) { service(d, "kali-capture")["container_name"] = "capture" }},
+		{"no restart on workload", "workload: no restart policy", func(d tree) { delete(service(d, "kali"), "restart") }},
+		{"no restart on sidecar", "sidecar: no restart policy", func(d tree) { service(d, "kali-capture")["restart"] = "no" }},
+		{"local adapter", "APTL_CAPTURE_LAUNCH", func(d tree) { mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_LAUNCH"] = "local" }},
+		{"PTY EOF not hangup", "APTL_CAPTURE_PTY_EOF", func(d tree) { delete(mapAt(service(d, "kali-capture"), "environment"), "APTL_CAPTURE_PTY_EOF") }},
+		{"agent peer uid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_UID"] = "0" }},
+		{"workload service missing", "are required", func(d tree) { delete(mapAt(d, "services"), "kali") }},
+	}
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			doc := deepCopy(orig[0]).(tree)
+			m.mutate(doc)
+			v, err := composeViolations(marshal(t, doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectViolation(t, v, m.want)
+		})
+	}
+}

@@ -1,0 +1,236 @@
+package compose
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// The boundary of the Compose deployment (compose/README.md): what a root
+// shell in the workload must not get, and what the sidecar must keep.
+
+const (
+	workloadService = "kali"
+	sidecarService  = "kali-capture"
+	sidecarName     = "aptl-kali-capture"
+	capturesVolume  = "kali_captures"
+	stateVolume     = "kali_capture_state"
+	capturesPath    = "/var/log/aptl/captures"
+	statePath       = "/var/lib/aptl-kali-capture"
+)
+
+// forbiddenWorkloadCaps: capture and audit witnesses' capabilities (a
+// workload holding them could sniff the sessions or blind the audit
+// witness), process accounting, and the ones that reach across namespaces.
+var forbiddenWorkloadCaps = []string{"ALL", "NET_RAW", "NET_ADMIN", "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "SYS_PACCT", "SYS_ADMIN", "SYS_PTRACE", "SYS_MODULE", "DAC_READ_SEARCH"}
+
+// witnessCaps are all the sidecar may ever add (pcap, audit).
+var witnessCaps = []string{"NET_RAW", "AUDIT_CONTROL", "AUDIT_READ"}
+
+func normCap(c string) string {
+	return strings.TrimPrefix(strings.ToUpper(c), "CAP_")
+}
+
+// composeViolations parses a Compose file and lists every boundary breach.
+func composeViolations(data []byte) ([]string, error) {
+	docs, err := parseDocs(data)
+	if err != nil {
+		return nil, err
+	}
+	if len(docs) != 1 {
+		return nil, fmt.Errorf("want one YAML document, got %d", len(docs))
+	}
+	services := mapAt(docs[0], "services")
+	work, side := mapAt(services, workloadService), mapAt(services, sidecarService)
+	var v []string
+	if work == nil || side == nil {
+		return []string{fmt.Sprintf("services %q and %q are required", workloadService, sidecarService)}, nil
+	}
+	for name, svc := range services {
+		if s, ok := svc.(tree); ok {
+			v = append(v, sharedNamespaceViolations(name, s)...)
+			v = append(v, dockerSocketViolations(name, s)...)
+		}
+	}
+	v = append(v, workloadViolations(work)...)
+	v = append(v, sidecarViolations(side)...)
+	v = append(v, pairingViolations(work, side)...)
+	return v, nil
+}
+
+func sharedNamespaceViolations(name string, s tree) []string {
+	var v []string
+	if p := str(s["pid"]); p != "" {
+		v = append(v, fmt.Sprintf("%s: shared PID namespace (pid: %s)", name, p))
+	}
+	if p := str(s["ipc"]); p != "" && p != "private" && p != "none" {
+		v = append(v, fmt.Sprintf("%s: shared IPC namespace (ipc: %s)", name, p))
+	}
+	if s["privileged"] == true {
+		v = append(v, name+": privileged")
+	}
+	if len(listAt(s, "volumes_from")) > 0 {
+		v = append(v, name+": volumes_from shares another service's volumes")
+	}
+	return v
+}
+
+func dockerSocketViolations(name string, s tree) []string {
+	var v []string
+	for _, m := range composeMounts(s) {
+		if strings.Contains(m.source, "docker.sock") || strings.Contains(m.target, "docker.sock") || m.source == "/var/run" || m.source == "/run" {
+			v = append(v, fmt.Sprintf("%s: Docker socket mounted (%s)", name, m.source))
+		}
+	}
+	return v
+}
+
+type mount struct{ source, target string }
+
+// composeMounts reads short ("src:dst[:mode]") and long volume syntax.
+func composeMounts(s tree) []mount {
+	var out []mount
+	for _, item := range listAt(s, "volumes") {
+		switch m := item.(type) {
+		case string:
+			parts := strings.Split(withDefaults(m), ":")
+			if len(parts) == 1 {
+				out = append(out, mount{target: parts[0]})
+			} else {
+				out = append(out, mount{source: parts[0], target: parts[1]})
+			}
+		case tree:
+			out = append(out, mount{source: withDefaults(str(m["source"])), target: str(m["target"])})
+		}
+	}
+	return out
+}
+
+func workloadViolations(w tree) []string {
+	var v []string
+	for _, m := range composeMounts(w) {
+		target := path.Clean(m.target)
+		if m.source == capturesVolume || m.source == stateVolume || strings.HasPrefix(target, "/var/log/aptl") || target == statePath {
+			v = append(v, fmt.Sprintf("workload: captures or state volume mounted (%s:%s)", m.source, m.target))
+		}
+	}
+	for _, c := range strList(w, "cap_add") {
+		if containsFold(forbiddenWorkloadCaps, normCap(c)) {
+			v = append(v, "workload: capture/audit capability "+normCap(c))
+		}
+	}
+	if !containsFold(strList(w, "cap_drop"), "ALL") {
+		v = append(v, "workload: cap_drop must be ALL (Docker's defaults include NET_RAW and AUDIT_WRITE)")
+	}
+	if len(listAt(w, "ports")) > 0 || len(listAt(w, "expose")) > 0 {
+		v = append(v, "workload: publishes a port (the sidecar owns the network namespace and the lab's port)")
+	}
+	if nm := str(w["network_mode"]); nm != "service:"+sidecarService {
+		v = append(v, fmt.Sprintf("workload: network_mode %q, want service:%s (the sidecar owns the namespace)", nm, sidecarService))
+	}
+	if r := str(w["restart"]); r == "" || r == "no" {
+		v = append(v, "workload: no restart policy")
+	}
+	return v
+}
+
+func sidecarViolations(s tree) []string {
+	var v []string
+	if str(s["container_name"]) != sidecarName {
+		v = append(v, "sidecar: container_name must be "+sidecarName+" (the lab's harvest uses it)")
+	}
+	if nm := str(s["network_mode"]); nm != "" && nm != "bridge" {
+		v = append(v, fmt.Sprintf("sidecar: network_mode %q: the sidecar must own its network namespace", nm))
+	}
+	if s["read_only"] != true {
+		v = append(v, "sidecar: no read-only root filesystem")
+	}
+	if !containsFold(strList(s, "security_opt"), "no-new-privileges:true") && !containsFold(strList(s, "security_opt"), "no-new-privileges") {
+		v = append(v, "sidecar: no no-new-privileges")
+	}
+	if s["init"] != true {
+		v = append(v, "sidecar: init must be true")
+	}
+	if !containsFold(strList(s, "cap_drop"), "ALL") {
+		v = append(v, "sidecar: cap_drop must be ALL")
+	}
+	for _, c := range strList(s, "cap_add") {
+		if !containsFold(witnessCaps, normCap(c)) {
+			v = append(v, "sidecar: capability "+normCap(c)+" is not a witness's")
+		}
+	}
+	if u := strings.Split(str(s["user"]), ":")[0]; u == "" || u == "0" || u == "root" {
+		v = append(v, "sidecar: runs as root (no witness needs it yet)")
+	}
+	v = append(v, healthcheckViolations(s)...)
+	v = append(v, sidecarPortViolations(s)...)
+	v = append(v, sidecarVolumeViolations(s)...)
+	if r := str(s["restart"]); r == "" || r == "no" {
+		v = append(v, "sidecar: no restart policy")
+	}
+	return v
+}
+
+func healthcheckViolations(s tree) []string {
+	hc := mapAt(s, "healthcheck")
+	test := strings.Join(strList(hc, "test"), " ")
+	if hc == nil || hc["disable"] == true || !strings.Contains(test, "aptl-kali-capture health") {
+		return []string{"sidecar: missing healthcheck `aptl-kali-capture health`"}
+	}
+	return nil
+}
+
+// sidecarPortViolations: the sidecar publishes the lab's SSH port, on
+// loopback unless the operator says otherwise.
+func sidecarPortViolations(s tree) []string {
+	ports := listAt(s, "ports")
+	if len(ports) == 0 {
+		return []string{"sidecar: publishes no SSH port"}
+	}
+	var v []string
+	for _, p := range ports {
+		spec := withDefaults(str(p))
+		if m, ok := p.(tree); ok {
+			spec = withDefaults(str(m["host_ip"])) + ":" + str(m["published"]) + ":" + str(m["target"])
+		}
+		if !strings.HasPrefix(spec, "127.") {
+			v = append(v, fmt.Sprintf("sidecar: port %q is not bound to loopback by default", spec))
+		}
+	}
+	return v
+}
+
+func sidecarVolumeViolations(s tree) []string {
+	found := map[string]bool{}
+	for _, m := range composeMounts(s) {
+		found[m.source+":"+path.Clean(m.target)] = true
+	}
+	var v []string
+	if !found[capturesVolume+":"+capturesPath] {
+		v = append(v, "sidecar: "+capturesVolume+" not mounted at "+capturesPath)
+	}
+	if !found[stateVolume+":"+statePath] {
+		v = append(v, "sidecar: "+stateVolume+" not mounted at "+statePath)
+	}
+	return v
+}
+
+// pairingViolations: the two halves of the agent adapter agree.
+func pairingViolations(w, s tree) []string {
+	we, se := envOf(w, "environment"), envOf(s, "environment")
+	var v []string
+	if se["APTL_CAPTURE_LAUNCH"] != "agent" {
+		v = append(v, "sidecar: APTL_CAPTURE_LAUNCH must be agent (local runs shells in the sidecar)")
+	}
+	if se["APTL_CAPTURE_PTY_EOF"] != "hangup" {
+		v = append(v, "sidecar: APTL_CAPTURE_PTY_EOF must be hangup")
+	}
+	if se["APTL_CAPTURE_AGENT_SOCKET"] != we["APTL_LAUNCH_AGENT_SOCKET"] {
+		v = append(v, "agent socket differs between sidecar and workload")
+	}
+	uid, gid, _ := strings.Cut(str(s["user"]), ":")
+	if we["APTL_LAUNCH_AGENT_PEER_UID"] != uid || we["APTL_LAUNCH_AGENT_PEER_GID"] != gid {
+		v = append(v, "workload: the agent's peer uid/gid is not the sidecar's user")
+	}
+	return v
+}
