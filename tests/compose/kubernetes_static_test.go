@@ -1,0 +1,251 @@
+package compose
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"testing"
+)
+
+const kubeFile = "compose/kubernetes/aptl-lab.yaml"
+
+// kubeViolations parses the manifests and lists every boundary breach.
+func kubeViolations(data []byte) ([]string, error) {
+	docs, err := parseDocs(data)
+	if err != nil {
+		return nil, err
+	}
+	var pod, svc tree
+	for _, d := range docs {
+		switch str(d["kind"]) {
+		case "Pod":
+			pod = d
+		case "Service":
+			svc = d
+		}
+	}
+	if pod == nil || svc == nil {
+		return []string{"a Pod and a Service are required"}, nil
+	}
+	spec := mapAt(pod, "spec")
+	var v []string
+	if spec["shareProcessNamespace"] != false {
+		v = append(v, "pod: shareProcessNamespace must be false")
+	}
+	for _, k := range []string{"hostNetwork", "hostPID", "hostIPC"} {
+		if spec[k] == true {
+			v = append(v, "pod: "+k)
+		}
+	}
+	if spec["automountServiceAccountToken"] != false {
+		v = append(v, "pod: automountServiceAccountToken must be false (no API credentials in the workload)")
+	}
+	side, work := namedContainer(spec, "initContainers", sidecarService), namedContainer(spec, "containers", workloadService)
+	if side == nil || work == nil {
+		return append(v, "pod: init container kali-capture and container kali are required"), nil
+	}
+	for _, vol := range listAt(spec, "volumes") {
+		if hp := mapAt(vol.(tree), "hostPath"); hp != nil {
+			v = append(v, fmt.Sprintf("pod: hostPath volume %s (Docker socket or host files)", str(hp["path"])))
+		}
+	}
+	v = append(v, kubeSidecarViolations(side)...)
+	v = append(v, kubeWorkloadViolations(work, side)...)
+	v = append(v, kubeServiceViolations(svc, side)...)
+	return v, nil
+}
+
+func namedContainer(spec tree, key, name string) tree {
+	for _, c := range listAt(spec, key) {
+		if m, ok := c.(tree); ok && str(m["name"]) == name {
+			return m
+		}
+	}
+	return nil
+}
+
+func kubeSidecarViolations(c tree) []string {
+	var v []string
+	if str(c["restartPolicy"]) != "Always" {
+		v = append(v, "sidecar: must be a native sidecar (restartPolicy Always)")
+	}
+	sc := mapAt(c, "securityContext")
+	if sc["readOnlyRootFilesystem"] != true {
+		v = append(v, "sidecar: no read-only root filesystem")
+	}
+	if sc["allowPrivilegeEscalation"] != false {
+		v = append(v, "sidecar: no no-new-privileges (allowPrivilegeEscalation must be false)")
+	}
+	if sc["runAsNonRoot"] != true || str(sc["runAsUser"]) == "0" {
+		v = append(v, "sidecar: runs as root (no witness needs it yet)")
+	}
+	caps := mapAt(sc, "capabilities")
+	if !containsFold(strList(caps, "drop"), "ALL") {
+		v = append(v, "sidecar: capabilities must drop ALL")
+	}
+	for _, a := range strList(caps, "add") {
+		if !containsFold(witnessCaps, normCap(a)) {
+			v = append(v, "sidecar: capability "+normCap(a)+" is not a witness's")
+		}
+	}
+	probe := strings.Join(strList(mapAt(mapAt(c, "readinessProbe"), "exec"), "command"), " ")
+	if !strings.Contains(probe, "aptl-kali-capture health") {
+		v = append(v, "sidecar: missing readiness probe `aptl-kali-capture health` (it gates the Service)")
+	}
+	env := envOf(c, "env")
+	if env["APTL_CAPTURE_LAUNCH"] != "agent" || env["APTL_CAPTURE_PTY_EOF"] != "hangup" {
+		v = append(v, "sidecar: APTL_CAPTURE_LAUNCH=agent and APTL_CAPTURE_PTY_EOF=hangup are required")
+	}
+	return v
+}
+
+// sidecarOnlyVolumes: the volumes the sidecar mounts for captures, state and
+// its readiness file, which the workload must never mount.
+func sidecarOnlyVolumes(side tree) map[string]bool {
+	only := map[string]bool{}
+	for _, m := range listAt(side, "volumeMounts") {
+		mp := path.Clean(str(m.(tree)["mountPath"]))
+		if strings.HasPrefix(mp, "/var/log/aptl") || mp == statePath || mp == "/run" {
+			only[str(m.(tree)["name"])] = true
+		}
+	}
+	return only
+}
+
+func kubeWorkloadViolations(w, side tree) []string {
+	var v []string
+	only := sidecarOnlyVolumes(side)
+	for _, m := range listAt(w, "volumeMounts") {
+		mt := m.(tree)
+		if only[str(mt["name"])] || strings.HasPrefix(path.Clean(str(mt["mountPath"])), "/var/log/aptl") {
+			v = append(v, fmt.Sprintf("workload: captures or state volume mounted (%s at %s)", str(mt["name"]), str(mt["mountPath"])))
+		}
+	}
+	if len(listAt(w, "ports")) > 0 {
+		v = append(v, "workload: declares a port (the Service must reach only the sidecar)")
+	}
+	sc := mapAt(w, "securityContext")
+	if sc["privileged"] == true {
+		v = append(v, "workload: privileged")
+	}
+	caps := mapAt(sc, "capabilities")
+	if !containsFold(strList(caps, "drop"), "ALL") {
+		v = append(v, "workload: capabilities must drop ALL (runtime defaults include NET_RAW and AUDIT_WRITE)")
+	}
+	for _, a := range strList(caps, "add") {
+		if containsFold(forbiddenWorkloadCaps, normCap(a)) {
+			v = append(v, "workload: capture/audit capability "+normCap(a))
+		}
+	}
+	env := envOf(w, "env")
+	if env["APTL_LAUNCH_AGENT_PEER_UID"] != str(mapAt(side, "securityContext")["runAsUser"]) {
+		v = append(v, "workload: the agent's peer uid is not the sidecar's")
+	}
+	return v
+}
+
+// kubeServiceViolations: the Service reaches the sidecar's port, only on
+// Ready Pods (the sidecar's health gates it).
+func kubeServiceViolations(svc, side tree) []string {
+	spec := mapAt(svc, "spec")
+	var v []string
+	if spec["publishNotReadyAddresses"] == true {
+		v = append(v, "service: publishNotReadyAddresses routes to a Pod whose sidecar is not healthy")
+	}
+	sidePorts := map[string]bool{}
+	for _, p := range listAt(side, "ports") {
+		sidePorts[str(p.(tree)["name"])], sidePorts[str(p.(tree)["containerPort"])] = true, true
+	}
+	for _, p := range listAt(spec, "ports") {
+		if target := str(p.(tree)["targetPort"]); !sidePorts[target] {
+			v = append(v, fmt.Sprintf("service: targetPort %q is not the sidecar's port", target))
+		}
+	}
+	return v
+}
+
+func TestKubernetesBoundary(t *testing.T) {
+	v, err := kubeViolations(readFile(t, kubeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, violation := range v {
+		t.Error(violation)
+	}
+}
+
+func podSpec(docs []tree) tree {
+	for _, d := range docs {
+		if str(d["kind"]) == "Pod" {
+			return mapAt(d, "spec")
+		}
+	}
+	return nil
+}
+
+// TestKubernetesChecksFire: each check catches its regression on a mutated copy.
+func TestKubernetesChecksFire(t *testing.T) {
+	orig, err := parseDocs(readFile(t, kubeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := func(d []tree) tree { return namedContainer(podSpec(d), "initContainers", sidecarService) }
+	work := func(d []tree) tree { return namedContainer(podSpec(d), "containers", workloadService) }
+	mutations := []struct {
+		name, want string
+		mutate     func(d []tree)
+	}{
+		{"shared PID namespace", "shareProcessNamespace", func(d []tree) { podSpec(d)["shareProcessNamespace"] = true }},
+		{"host network", "hostNetwork", func(d []tree) { podSpec(d)["hostNetwork"] = true }},
+		{"Docker socket", "hostPath volume", func(d []tree) {
+			podSpec(d)["volumes"] = append(listAt(podSpec(d), "volumes"), tree{"name": "sock", "hostPath": tree{"path": "/var/run/docker.sock"}})
+		}},
+		{"service account token", "automountServiceAccountToken", func(d []tree) { delete(podSpec(d), "automountServiceAccountToken") }},
+		{"captures in workload", "captures or state volume", func(d []tree) {
+			work(d)["volumeMounts"] = []any{tree{"name": "captures", "mountPath": "/mnt/c", "readOnly": true}}
+		}},
+		{"state in workload", "captures or state volume", func(d []tree) {
+			work(d)["volumeMounts"] = []any{tree{"name": "state", "mountPath": "/x"}}
+		}},
+		{"NET_RAW on workload", "capture/audit capability NET_RAW", func(d []tree) {
+			caps := mapAt(mapAt(work(d), "securityContext"), "capabilities")
+			caps["add"] = append(listAt(caps, "add"), "NET_RAW")
+		}},
+		{"AUDIT_CONTROL on workload", "capture/audit capability AUDIT_CONTROL", func(d []tree) {
+			caps := mapAt(mapAt(work(d), "securityContext"), "capabilities")
+			caps["add"] = append(listAt(caps, "add"), "AUDIT_CONTROL")
+		}},
+		{"workload default caps", "workload: capabilities must drop ALL", func(d []tree) { delete(mapAt(mapAt(work(d), "securityContext"), "capabilities"), "drop") }},
+		{"privileged workload", "workload: privileged", func(d []tree) { mapAt(work(d), "securityContext")["privileged"] = true }},
+		{"port on workload", "workload: declares a port", func(d []tree) { work(d)["ports"] = []any{tree{"containerPort": 2222}} }},
+		{"not a native sidecar", "native sidecar", func(d []tree) { delete(side(d), "restartPolicy") }},
+		{"writable root", "read-only root", func(d []tree) { mapAt(side(d), "securityContext")["readOnlyRootFilesystem"] = false }},
+		{"privilege escalation", "no-new-privileges", func(d []tree) { delete(mapAt(side(d), "securityContext"), "allowPrivilegeEscalation") }},
+		{"root sidecar", "runs as root", func(d []tree) { mapAt(side(d), "securityContext")["runAsUser"] = 0 }},
+		{"sidecar SYS_ADMIN", "not a witness", func(d []tree) {
+			mapAt(mapAt(side(d), "securityContext"), "capabilities")["add"] = []any{"SYS_ADMIN"}
+		}},
+		{"missing readiness probe", "readiness probe", func(d []tree) { delete(side(d), "readinessProbe") }},
+		{"not-ready addresses published", "publishNotReadyAddresses", func(d []tree) { mapAt(d[len(d)-1], "spec")["publishNotReadyAddresses"] = true }},
+		{"service to another port", "targetPort", func(d []tree) {
+			mapAt(d[len(d)-1], "spec")["ports"] = []any{tree{"port": 2222, "targetPort": 2223}}
+		}},
+		{"agent peer uid mismatch", "peer uid", func(d []tree) {
+			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "0"}}
+		}},
+	}
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			docs := make([]tree, len(orig))
+			for i, d := range orig {
+				docs[i] = deepCopy(d).(tree)
+			}
+			m.mutate(docs)
+			v, err := kubeViolations(marshal(t, docs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectViolation(t, v, m.want)
+		})
+	}
+}
