@@ -9,12 +9,15 @@ package agentd
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/ratelog"
 )
 
 // maxPeerID is the largest uid or gid a peer can have: (uid_t)-1 is no id.
@@ -25,7 +28,7 @@ const maxPeerID = math.MaxUint32 - 1
 // getsockopt and a close: it gets no reply, no goroutine, no buffer, and
 // its fd is closed at once, so a flood of refused peers holds nothing past
 // its accept and cannot fill the session slots. The refusal is logged,
-// rate-limited (agentrefusal_linux.go).
+// rate-limited (newRefusalLog).
 func (s *AgentServer) admit(c *net.UnixConn, id uint64) (*unix.Ucred, bool) {
 	cred, err := agentwire.PeerCred(c)
 	if err == nil {
@@ -36,12 +39,26 @@ func (s *AgentServer) admit(c *net.UnixConn, id uint64) (*unix.Ucred, bool) {
 	}
 	c.Close()
 	if cred == nil {
-		s.refusals.refuse("connection refused", "conn", id, "reason", err.Error())
+		s.refusals.Note("connection refused", "conn", id, "reason", err.Error())
 	} else {
-		s.refusals.refuse("connection refused", "conn", id, "reason", err.Error(),
+		s.refusals.Note("connection refused", "conn", id, "reason", err.Error(),
 			"peer_pid", cred.Pid, "peer_uid", cred.Uid, "peer_gid", cred.Gid)
 	}
 	return nil, false
+}
+
+// Limits of the agent's refusal log: a flood of refused peers (tens of
+// thousands a second) must not turn into as many log writes, which would
+// cost the agent more than the refusals themselves.
+const (
+	refusalLogBurst  = 20          // refusals logged in full per window
+	refusalLogWindow = time.Second // after which the count of the rest is logged
+)
+
+// newRefusalLog logs refused peers one by one up to the burst, then as a
+// count per window, so every refusal is in the log as a line or a count.
+func newRefusalLog(log *slog.Logger) *ratelog.Log {
+	return ratelog.New(log, slog.LevelWarn, "connection refusals not logged one by one", refusalLogBurst, refusalLogWindow)
 }
 
 // checkPeer is the peer policy: the sidecar's uid and gid, and (unless

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/internal/ratelog"
 	"github.com/aptl/aptl-kali-capture/launch"
 )
 
@@ -63,7 +64,7 @@ type AgentServer struct {
 	passwdPath, groupPath string // the workload's own files; tests use fixtures
 	log                   *slog.Logger
 	slots                 chan struct{} // one per open connection
-	refusals              *refusalLog   // refused peers, rate-limited
+	refusals              *ratelog.Log  // refused peers, rate-limited (newRefusalLog)
 	requestTimeout        time.Duration // agentRequestTimeout; tests shorten it
 	nextConn              atomic.Uint64
 
@@ -225,7 +226,7 @@ func (s *AgentServer) Shutdown(ctx context.Context) error {
 		ss.proc.Hangup()
 	}
 	s.mu.Unlock()
-	s.refusals.flush()
+	s.refusals.Flush()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()

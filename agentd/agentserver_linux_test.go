@@ -2,7 +2,6 @@ package agentd
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -327,24 +326,5 @@ func TestAgentRefusesWrongPeerCredentials(t *testing.T) {
 				t.Errorf("agent log: %s", logs)
 			}
 		})
-	}
-}
-
-// TestRefusalLogCounts: past the burst, refusals are counted, not written,
-// and the count is reported when the window ends.
-func TestRefusalLogCounts(t *testing.T) {
-	var logs testutil.LockedBuffer
-	r := newRefusalLog(slog.New(slog.NewJSONHandler(&logs, nil)))
-	r.burst, r.window = 3, time.Hour // the test ends the window with flush
-	for i := 0; i < 1000; i++ {
-		r.refuse("connection refused", "conn", i)
-	}
-	r.flush()
-	s := logs.String()
-	if n := strings.Count(s, `"msg":"connection refused"`); n != 3 {
-		t.Errorf("%d refusal lines, want the burst of 3", n)
-	}
-	if !strings.Contains(s, `"msg":"connection refusals not logged one by one","count":997`) {
-		t.Errorf("no count of the other 997: %s", s)
 	}
 }
