@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/ratelog"
 )
 
 // Pre-authentication admission. The workload shares the sidecar's network
@@ -91,30 +93,59 @@ const (
 	refusedMaxStartup = "too many unauthenticated connections"
 )
 
+// sourceKey is what the per-source limit counts by: the peer's IP address,
+// or, for every address local to the server's network namespace, the one
+// key {local: true} (localaddrs.go).
+type sourceKey struct {
+	addr  netip.Addr
+	local bool
+}
+
 // preauthGate counts open connections, and unauthenticated ones in total
-// and per source address, and admits or refuses each new one.
+// and per source, and admits or refuses each new one.
+//
+// At full a new connection is refused, as OpenSSH does; the gate does not
+// evict an older unauthenticated one to make room. Eviction would let any
+// newcomer end a legitimate login that is still in key exchange, and it
+// would need to know how far x/crypto's handshake got; with every local
+// address one source the workload holds at most perSource slots, so
+// reaching full takes connections from several other hosts.
 type preauthGate struct {
 	startups  MaxStartups
 	perSource int
 	maxConns  int
-	roll      func() int // uniform in [0, 100)
+	roll      func() int              // uniform in [0, 100)
+	isLocal   func(a netip.Addr) bool // an address of the server's own network namespace
 
 	mu      sync.Mutex // protects the following
 	conns   int        // open connections, authenticated or not
 	unauth  int        // open connections not yet authenticated
-	sources map[netip.Addr]int
+	sources map[sourceKey]int
 }
 
-func newPreauthGate(l Limits) *preauthGate {
+// newPreauthGate builds the gate; isLocal nil means the namespace's own
+// addresses as the kernel lists them (localAddrs).
+func newPreauthGate(l Limits, isLocal func(netip.Addr) bool) *preauthGate {
+	if isLocal == nil {
+		isLocal = newLocalAddrs().contains
+	}
 	return &preauthGate{
 		startups: l.MaxStartups, perSource: l.PerSourceMaxStartups, maxConns: l.MaxConns,
-		roll: func() int { return rand.IntN(100) }, sources: make(map[netip.Addr]int),
+		roll: func() int { return rand.IntN(100) }, isLocal: isLocal, sources: make(map[sourceKey]int),
 	}
+}
+
+// keyOf is the per-source key of a peer address (sourceOf).
+func (g *preauthGate) keyOf(a netip.Addr) sourceKey {
+	if a.IsValid() && g.isLocal(a) {
+		return sourceKey{local: true}
+	}
+	return sourceKey{addr: a}
 }
 
 // admit counts a new connection from source as unauthenticated, or returns
 // why it is refused.
-func (g *preauthGate) admit(source netip.Addr) (refused string) {
+func (g *preauthGate) admit(source sourceKey) (refused string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
@@ -133,7 +164,7 @@ func (g *preauthGate) admit(source netip.Addr) (refused string) {
 
 // settle moves one connection from source out of the unauthenticated count.
 // The caller holds g.mu.
-func (g *preauthGate) settle(source netip.Addr) {
+func (g *preauthGate) settle(source sourceKey) {
 	g.unauth--
 	if g.sources[source]--; g.sources[source] <= 0 {
 		delete(g.sources, source)
@@ -153,7 +184,7 @@ func (g *preauthGate) unauthenticated() int {
 type gatedConn struct {
 	net.Conn
 	gate   *preauthGate
-	source netip.Addr
+	source sourceKey
 	// pending (unauthenticated) and closed are guarded by gate.mu, so that
 	// authentication and Close racing cannot both settle the connection.
 	pending, closed bool
@@ -195,12 +226,12 @@ func (c *gatedConn) Close() error {
 type gateListener struct {
 	net.Listener
 	gate  *preauthGate
-	drops *dropLog
+	drops *ratelog.Log
 	// lingering holds a token per refused connection still draining.
 	lingering chan struct{}
 }
 
-func newGateListener(ln net.Listener, gate *preauthGate, drops *dropLog) *gateListener {
+func newGateListener(ln net.Listener, gate *preauthGate, drops *ratelog.Log) *gateListener {
 	return &gateListener{Listener: ln, gate: gate, drops: drops, lingering: make(chan struct{}, refusalLingerMax)}
 }
 
@@ -210,10 +241,11 @@ func (l *gateListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		source := sourceOf(conn.RemoteAddr())
+		source := l.gate.keyOf(sourceOf(conn.RemoteAddr()))
 		if reason := l.gate.admit(source); reason != "" {
 			l.refuseConn(conn, reason)
-			l.drops.note(conn.RemoteAddr(), reason)
+			l.drops.Note("connection refused before authentication",
+				"remote", conn.RemoteAddr().String(), "local_source", source.local, "reason", reason)
 			continue
 		}
 		return &gatedConn{Conn: conn, gate: l.gate, source: source, pending: true}, nil
@@ -285,28 +317,9 @@ func (l *gateListener) refuseConn(conn net.Conn, reason string) {
 	}()
 }
 
-// dropLog logs refusals at most once per interval: a flood must not become
-// a log flood. Each line carries the last refused address, its reason and
-// how many refusals it stands for; nothing the client sent is logged.
-type dropLog struct {
-	log      *slog.Logger
-	interval time.Duration
-
-	mu      sync.Mutex
-	next    time.Time
-	pending int
-}
-
-func (d *dropLog) note(remote net.Addr, reason string) {
-	d.mu.Lock()
-	d.pending++
-	now := time.Now()
-	if now.Before(d.next) {
-		d.mu.Unlock()
-		return
-	}
-	n := d.pending
-	d.pending, d.next = 0, now.Add(d.interval)
-	d.mu.Unlock()
-	d.log.Warn("connection refused before authentication", "remote", remote.String(), "reason", reason, "refused_since_last_log", n)
+// newDropLog logs refusals before authentication: the first of each
+// second with the address and reason, the rest as a count, so a flood does
+// not become a log flood. Nothing the client sent is logged.
+func newDropLog(log *slog.Logger) *ratelog.Log {
+	return ratelog.New(log, slog.LevelWarn, "connection refusals before authentication not logged one by one", 1, time.Second)
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -78,9 +79,11 @@ func TestParseMaxStartups(t *testing.T) {
 	}
 }
 
-// testGate is a gate without chance: its roll always says "keep".
+// testGate is a gate without chance: its roll always says "keep". No
+// address is local to it, so every address is a source of its own.
 func testGate(maxConns, perSource int, m MaxStartups) *preauthGate {
-	g := newPreauthGate(Limits{MaxConns: maxConns, PerSourceMaxStartups: perSource, MaxStartups: m})
+	g := newPreauthGate(Limits{MaxConns: maxConns, PerSourceMaxStartups: perSource, MaxStartups: m},
+		func(netip.Addr) bool { return false })
 	g.roll = func() int { return 99 }
 	return g
 }
@@ -89,13 +92,13 @@ func testGate(maxConns, perSource int, m MaxStartups) *preauthGate {
 // it, or returns the refusal.
 func admitConn(t *testing.T, g *preauthGate, source string) (*gatedConn, string) {
 	t.Helper()
-	addr := sourceOf(&net.TCPAddr{IP: net.ParseIP(source), Port: 40000})
-	if reason := g.admit(addr); reason != "" {
+	key := g.keyOf(sourceOf(&net.TCPAddr{IP: net.ParseIP(source), Port: 40000}))
+	if reason := g.admit(key); reason != "" {
 		return nil, reason
 	}
 	c, peer := net.Pipe()
 	t.Cleanup(func() { c.Close(); peer.Close() })
-	return &gatedConn{Conn: c, gate: g, source: addr, pending: true}, ""
+	return &gatedConn{Conn: c, gate: g, source: key, pending: true}, ""
 }
 
 func TestPreauthGatePerSource(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	gliderssh "github.com/gliderlabs/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/aptl/aptl-kali-capture/internal/ratelog"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
@@ -86,6 +88,11 @@ type Config struct {
 	// Algorithms the server offers; an empty list means the default one
 	// (DefaultAlgorithms), never x/crypto's own defaults.
 	Algorithms Algorithms
+	// IsLocalAddr says which peer addresses belong to the server's own
+	// network namespace, which the per-source pre-authentication limit
+	// counts as one source (localaddrs.go). nil means loopback and the
+	// namespace's interface addresses; tests declare their own.
+	IsLocalAddr func(netip.Addr) bool
 }
 
 func (c *Config) check() error {
@@ -134,7 +141,7 @@ type Server struct {
 	log     *slog.Logger
 	ssh     *gliderssh.Server
 	gate    *preauthGate
-	drops   *dropLog
+	drops   *ratelog.Log
 	anonSeq atomic.Uint64
 
 	mu sync.Mutex // protects the following
@@ -154,7 +161,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	srv := &Server{cfg: cfg, log: cfg.Logger, sessions: make(map[*session]struct{}),
-		gate: newPreauthGate(cfg.Limits), drops: &dropLog{log: cfg.Logger, interval: time.Second}}
+		gate: newPreauthGate(cfg.Limits, cfg.IsLocalAddr), drops: newDropLog(cfg.Logger)}
 	srv.ssh = &gliderssh.Server{
 		Version:              "aptl-kali-capture",
 		HostSigners:          []gliderssh.Signer{cfg.HostKey},

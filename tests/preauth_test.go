@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,12 +87,28 @@ func stillOpen(t *testing.T, conns []idleConn) {
 	}
 }
 
-// TestPreauthFloodKeepsLoginAndHealth holds 100 idle connections from one
-// address (more than the 64 connections the server allows) while a stock
-// OpenSSH client logs in from another and `health` runs; then fills the
-// health check's own address to its per-source limit, so health's
-// connection is refused, and health must still pass.
-func TestPreauthFloodKeepsLoginAndHealth(t *testing.T) {
+// perSourceReason is the refusal line's reason past the per-source limit.
+const perSourceReason = "too many unauthenticated connections from this address"
+
+// withLocalAddrs declares which peer addresses the server counts as its
+// own network namespace's (one pre-authentication source): on loopback
+// every address is local, so a test that needs "another host" declares
+// fewer.
+func withLocalAddrs(local ...string) harnessOption {
+	set := map[netip.Addr]bool{}
+	for _, a := range local {
+		set[netip.MustParseAddr(a)] = true
+	}
+	return func(c *broker.Config) { c.IsLocalAddr = func(a netip.Addr) bool { return set[a] } }
+}
+
+// TestPreauthLocalFloodSharesOneBudget runs the binary on its defaults: the
+// workload, sharing the network namespace, floods from several loopback
+// addresses, and they share one per-source budget (8 of max-startups'
+// 32), so they cannot fill the table that tool servers from other hosts
+// need. Health passes while its own connection is refused, and once the
+// flood ends a stock OpenSSH login succeeds.
+func TestPreauthLocalFloodSharesOneBudget(t *testing.T) {
 	bin := buildForLiveTest(t)
 	work := t.TempDir()
 	ready := filepath.Join(work, "ready")
@@ -102,41 +119,62 @@ func TestPreauthFloodKeepsLoginAndHealth(t *testing.T) {
 		b, _ := os.ReadFile(ready)
 		return strings.Contains(string(b), "launch=ok")
 	})
-	health := func() error {
-		out, err := exec.Command(bin, "health", "--ready-file", ready, "--listen", addr).CombinedOutput()
-		if err != nil {
-			return errors.New(strings.TrimSpace(string(out)))
-		}
-		return nil
-	}
 
 	flood := openIdle(t, addr, "127.0.0.2", 100)
-	out, err := exec.Command("ssh", append(sshArgs, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "echo LOGIN_$((40+2))")...).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "LOGIN_42" {
-		t.Fatalf("public-key login failed while 100 idle connections were open: %v\n%s\nserver logs:\n%s", err, out, logs.String())
-	}
-	if err := health(); err != nil {
-		t.Fatalf("health failed while 100 idle connections were open: %v", err)
-	}
-	admitted, refused := tally(flood, "too many unauthenticated connections from this address")
-	if admitted != 8 || refused != 92 {
+	if admitted, refused := tally(flood, perSourceReason); admitted != 8 || refused != 92 {
 		t.Errorf("one address's 100 idle connections: %d admitted, %d refused with the per-source reason; want 8 and 92", admitted, refused)
 	}
+	for _, other := range []string{"127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.1"} {
+		more := openIdle(t, addr, other, 1)
+		if !more[0].refusedWith(perSourceReason) {
+			t.Errorf("after 8 from 127.0.0.2, a connection from %s got %q; want the per-source refusal (one budget for every local address)", other, more[0].first)
+		}
+		flood = append(flood, more...)
+	}
+	out, err := exec.Command(bin, "health", "--ready-file", ready, "--listen", addr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("health failed while its own connection was refused before authentication: %v: %s", err, out)
+	}
 	stillOpen(t, flood)
-
-	// Health connects from 127.0.0.1: once that address holds its 8, the
-	// server refuses health's connection, and health must still pass.
-	own := openIdle(t, addr, "127.0.0.1", 9)
-	if admitted, refused := tally(own, "too many unauthenticated connections from this address"); admitted != 8 || refused != 1 {
-		t.Fatalf("127.0.0.1: %d admitted, %d refused; want 8 and 1", admitted, refused)
-	}
-	if err := health(); err != nil {
-		t.Fatalf("health failed while its own connection was refused before authentication: %v", err)
-	}
-	stillOpen(t, append(flood, own...))
 	if n := strings.Count(logs.String(), "connection refused before authentication"); n == 0 || n > 20 {
-		t.Errorf("refusals were logged %d times for 93 refusals; want some, rate-limited", n)
+		t.Errorf("refusals were logged %d times for 96 refusals; want some, rate-limited", n)
 	}
+
+	for _, c := range flood {
+		c.conn.Close()
+	}
+	waitFor(t, 10*time.Second, "a local connection to be admitted after the flood", func() bool {
+		c := openIdle(t, addr, "127.0.0.3", 1)[0]
+		c.conn.Close()
+		return c.admitted()
+	})
+	out, err = exec.Command("ssh", append(sshArgs, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "echo LOGIN_$((40+2))")...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "LOGIN_42" {
+		t.Fatalf("public-key login after the flood: %v\n%s\nserver logs:\n%s", err, out, logs.String())
+	}
+}
+
+// TestPreauthLocalFloodKeepsRemoteLogin floods from four loopback
+// addresses, 8 each, declared local to the server, while a stock OpenSSH
+// client from an address declared remote (a tool server) logs in: the
+// flood holds one source's 8 slots, not the table.
+func TestPreauthLocalFloodKeepsRemoteLogin(t *testing.T) {
+	h := newHarness(t, withLocalAddrs("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"))
+	var flood []idleConn
+	for i := 2; i <= 5; i++ {
+		flood = append(flood, openIdle(t, h.addr, fmt.Sprintf("127.0.0.%d", i), 8)...)
+	}
+	if admitted, refused := tally(flood, perSourceReason); admitted != 8 || refused != 24 {
+		t.Fatalf("32 idle connections from 4 local addresses: %d admitted, %d refused with the per-source reason; want 8 and 24", admitted, refused)
+	}
+	if n := h.srv.UnauthenticatedConns(); n != 8 {
+		t.Fatalf("unauthenticated = %d, want 8", n)
+	}
+	out, err := h.openssh(t, "-o", "ConnectTimeout=10", "echo LOGIN_$((40+2))").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "LOGIN_42" {
+		t.Fatalf("login from another source during the local flood: %v\n%s\nserver logs:\n%s", err, out, h.logs.String())
+	}
+	stillOpen(t, flood)
 }
 
 // TestPreauthFullTable fills the server's pre-authentication table from
@@ -145,7 +183,8 @@ func TestPreauthFloodKeepsLoginAndHealth(t *testing.T) {
 // stock OpenSSH logs the reason (with -v), an open session keeps working, health
 // passes, and closing the flood frees every slot.
 func TestPreauthFullTable(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, withLocalAddrs()) // every address its own source, as tool servers are
+
 	full := broker.DefaultLimits().MaxStartups.Full
 	logged := h.dial(t)
 	if n := h.srv.UnauthenticatedConns(); n != 0 {
