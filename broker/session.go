@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	gliderssh "github.com/gliderlabs/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/aptl/aptl-kali-capture/internal/ratelog"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -105,11 +107,22 @@ func (ss *session) terminateOnDone() {
 	ss.ch.Close()
 }
 
+// A client can send refused requests as fast as the channel carries them;
+// each session logs refusals one by one up to a burst per second and the
+// rest as a count, with the last count at the session's end.
+const (
+	requestRefusalLogBurst  = 10
+	requestRefusalLogWindow = time.Second
+)
+
 func (ss *session) serveRequests(reqs <-chan *gossh.Request) {
+	refusals := ratelog.New(ss.log, slog.LevelInfo, "channel requests refused, not logged one by one",
+		requestRefusalLogBurst, requestRefusalLogWindow)
+	defer refusals.Flush()
 	for req := range reqs {
 		ok, err := ss.handleRequest(req)
 		if err != nil {
-			ss.log.Info("request refused", "type", logSafe(req.Type), "reason", err.Error())
+			refusals.Note("request refused", "type", logSafe(req.Type), "reason", err.Error())
 		}
 		req.Reply(ok, nil)
 		// An accepted window change is in the record as a resize, an
