@@ -65,7 +65,7 @@ func newTestAgent(t testing.TB, mutate func(*AgentConfig)) *testAgent {
 		t.Fatal(err)
 	}
 	socket := filepath.Join(dir, "agent.sock")
-	ln, err := ListenAgent(socket)
+	ln, err := ListenAgent(socket, os.Geteuid(), os.Getegid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,19 +412,19 @@ func TestAgentSessionLimit(t *testing.T) {
 func TestListenAgentPath(t *testing.T) {
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "agent.sock")
-	ln, err := ListenAgent(socket)
+	ln, err := ListenAgent(socket, os.Geteuid(), os.Getegid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(socket); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("socket mode = %v, %v; want 0600", fi.Mode(), err)
 	}
-	if _, err := ListenAgent(socket); err == nil || !strings.Contains(err.Error(), "another agent listens") {
+	if _, err := ListenAgent(socket, os.Geteuid(), os.Getegid()); err == nil || !strings.Contains(err.Error(), "another agent listens") {
 		t.Errorf("second listener = %v, want refused", err)
 	}
 	ln.SetUnlinkOnClose(false)
 	ln.Close() // leaves a stale socket file, as a killed agent does
-	ln, err = ListenAgent(socket)
+	ln, err = ListenAgent(socket, os.Geteuid(), os.Getegid())
 	if err != nil {
 		t.Fatalf("over a stale socket: %v", err)
 	}
@@ -433,7 +433,7 @@ func TestListenAgentPath(t *testing.T) {
 	if err := os.WriteFile(plain, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ListenAgent(plain); err == nil || !strings.Contains(err.Error(), "not a socket") {
+	if _, err := ListenAgent(plain, os.Geteuid(), os.Getegid()); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("over a regular file = %v, want refused", err)
 	}
 }

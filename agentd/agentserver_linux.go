@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,53 +107,6 @@ func NewAgentServer(cfg AgentConfig) (*AgentServer, error) {
 		s.users[u] = true
 	}
 	return s, nil
-}
-
-// ListenAgent listens on socket (a path, or "@name" for an abstract socket).
-// A path is created with mode 0600; a stale socket file left by a dead agent
-// is replaced, anything else at the path is an error.
-func ListenAgent(socket string) (*net.UnixListener, error) {
-	if err := agentwire.CheckSocket(socket); err != nil {
-		return nil, err
-	}
-	if socket[0] != '@' {
-		if err := removeStaleSocket(socket); err != nil {
-			return nil, err
-		}
-	}
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: socket, Net: "unixpacket"})
-	if err != nil {
-		return nil, fmt.Errorf("launch: listen %s: %w", socket, err)
-	}
-	if socket[0] != '@' {
-		// connect(2) needs write permission on the socket file (unix(7)). Until
-		// this chmod the file has bind's mode under the umask, which under the
-		// usual 022 already denies write to everyone but the agent's own user.
-		if err := os.Chmod(socket, 0o600); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("launch: chmod %s: %w", socket, err)
-		}
-	}
-	return ln, nil
-}
-
-// removeStaleSocket removes a socket file nobody listens on.
-func removeStaleSocket(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("launch: %w", err)
-	}
-	if fi.Mode().Type() != os.ModeSocket {
-		return fmt.Errorf("launch: %s exists and is not a socket", path)
-	}
-	if c, err := net.DialTimeout("unixpacket", path, time.Second); err == nil {
-		c.Close()
-		return fmt.Errorf("launch: another agent listens on %s", path)
-	}
-	return os.Remove(path)
 }
 
 // Serve accepts connections on ln until Shutdown, then returns ErrAgentServerClosed.

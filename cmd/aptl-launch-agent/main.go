@@ -159,7 +159,7 @@ func run(args []string, lookup cliconfig.Lookup, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aptl-launch-agent: %v\n", err)
 		return exitUsage
 	}
-	ln, err := agentd.ListenAgent(cfg.socket)
+	ln, err := agentd.ListenAgent(cfg.socket, cfg.peerUID, cfg.peerGID)
 	if err != nil {
 		log.Error("listen failed", "err", err.Error())
 		return exitFailure
