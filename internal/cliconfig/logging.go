@@ -3,6 +3,8 @@ package cliconfig
 import (
 	"io"
 	"log/slog"
+
+	"github.com/aptl/aptl-kali-capture/internal/termsafe"
 )
 
 // Logging is the --log-format and --log-level pair both commands have.
@@ -43,11 +45,14 @@ func (l *Logging) Level() slog.Level {
 }
 
 // NewLogger returns a logger writing to w in format ("text" or "json") at
-// level: the one place both commands build theirs.
+// level: the one place both commands build theirs. The text handler quotes
+// every control character; JSON leaves DEL, C1 and bidi controls raw, so
+// its output goes through termsafe.JSONWriter, which escapes them (a path
+// in a log line must not steer the terminal that shows the log).
 func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(slog.NewJSONHandler(termsafe.NewJSONWriter(w), opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
