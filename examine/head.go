@@ -16,7 +16,7 @@ import (
 func LastHead(dir string) (message []byte, sig string, err error) {
 	var run, session string
 	var perr error
-	err = readRecords(dir, vocab.LogFile, func(i int, ln logLine) bool {
+	err = readRecords(sessionFiles{dir: dir}, vocab.LogFile, func(i int, ln logLine) bool {
 		var r integrity.Record
 		if perr = json.Unmarshal(ln.text, &r); perr != nil {
 			perr = fmt.Errorf("%s record %d: %w", vocab.LogFile, i, perr)

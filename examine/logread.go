@@ -46,9 +46,9 @@ type logReader struct {
 	err error // sticky: after a long line or a read error nothing follows
 }
 
-// openLog opens the file name in dir's pty directory through OpenRegular.
-func openLog(dir, name string) (*logReader, error) {
-	f, size, err := OpenRegular(dir, vocab.PTYDir+"/"+name)
+// openLog opens the file name of a session's pty directory (OpenRegular).
+func openLog(files sessionFiles, name string) (*logReader, error) {
+	f, size, err := files.open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +109,8 @@ func readBoundedLine(br *bufio.Reader, max int) (logLine, error) {
 
 // readRecords calls fn with each line of dir's log file name, stopping at
 // the end, at the first error (returned), or when fn returns false.
-func readRecords(dir, name string, fn func(i int, ln logLine) bool) error {
-	lr, err := openLog(dir, name)
+func readRecords(files sessionFiles, name string, fn func(i int, ln logLine) bool) error {
+	lr, err := openLog(files, name)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func readRecords(dir, name string, fn func(i int, ln logLine) bool) error {
 func verifiedRecords(dir string, n int) ([]integrity.Record, error) {
 	recs := make([]integrity.Record, 0, n)
 	var derr error
-	err := readRecords(dir, vocab.LogFile, func(i int, ln logLine) bool {
+	err := readRecords(sessionFiles{dir: dir}, vocab.LogFile, func(i int, ln logLine) bool {
 		if i >= n {
 			return false
 		}

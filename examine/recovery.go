@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/integrity"
@@ -20,6 +21,9 @@ import (
 const (
 	AttrLastSignedRecord = "last_signed_record" // seq of the last checkpoint, -1 for none
 	AttrUnsignedRecords  = "unsigned_records"   // "first-last", or "none"
+	// AttrNotRead names file tails the recovery did not read, being
+	// larger than the sidecar writes unsigned (MaxUnsignedTail).
+	AttrNotRead = "not_read"
 )
 
 // UnsignedRange names the records that chain but follow the last trusted
@@ -37,7 +41,7 @@ func (r *Report) UnsignedRange() string {
 // signature; the session stays unfinalized either way.
 func (v *verifier) checkRecovery() {
 	var lines []logLine
-	err := readRecords(v.rep.Dir, vocab.RecoveryFile, func(_ int, ln logLine) bool {
+	err := readRecords(v.files, vocab.RecoveryFile, func(_ int, ln logLine) bool {
 		lines = append(lines, ln)
 		return len(lines) <= 2
 	})
@@ -76,9 +80,22 @@ func (v *verifier) checkRecovery() {
 		v.anomaly(vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint %s", why)
 		return
 	}
-	v.anomaly(vocab.RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s typescript bytes from offset %s are not covered by the log (sha256 %s); %s",
-		rec.Time.Format(time.RFC3339), rec.Attrs["unaccounted_len"], rec.Attrs["unaccounted_off"], rec.Attrs["unaccounted_sha256"],
-		v.unsignedStatement(rec.Attrs[AttrUnsignedRecords]))
+	v.anomaly(vocab.RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s; %s",
+		rec.Time.Format(time.RFC3339), unaccountedStatement(rec.Attrs), v.unsignedStatement(rec.Attrs[AttrUnsignedRecords]))
+}
+
+// unaccountedStatement repeats what the recovery found past the log's
+// data records, and which file tails it did not read, and why.
+func unaccountedStatement(a map[string]string) string {
+	var parts []string
+	if a["unaccounted_len"] != "" {
+		parts = append(parts, fmt.Sprintf("%s typescript bytes from offset %s are not covered by the log (sha256 %s)",
+			a["unaccounted_len"], a["unaccounted_off"], a["unaccounted_sha256"]))
+	}
+	if notRead := a[AttrNotRead]; notRead != "" {
+		parts = append(parts, "the restarted sidecar did not read the "+notRead)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // unsignedStatement says which records the recovery signed without any

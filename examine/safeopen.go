@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // Every file of a capture folder is hostile when it is read back: the
@@ -72,4 +74,30 @@ func OpenRegular(dir, rel string) (*os.File, int64, error) {
 	// The errors of openRegular (*NotRegularError, *os.PathError) name
 	// the path and what failed.
 	return openRegular(dir, parts)
+}
+
+// OpenRegularIn is OpenRegular for the file name (one component) in the
+// open directory dir, read relative to it (openat on Linux): a recovery
+// that opened a session's pty folder once reads the files of that folder,
+// even if its path is swapped for a link meanwhile. dir stays open.
+func OpenRegularIn(dir *os.File, name string) (*os.File, int64, error) {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return nil, 0, fmt.Errorf("integrity: open in %s: bad file name %q", dir.Name(), name)
+	}
+	return openRegularIn(dir, name)
+}
+
+// sessionFiles opens the record files of a session's pty folder: below
+// the session folder dir by path, or, when pty is set, relative to that
+// open folder. dir names the session in messages either way.
+type sessionFiles struct {
+	dir string
+	pty *os.File
+}
+
+func (s sessionFiles) open(name string) (*os.File, int64, error) {
+	if s.pty != nil {
+		return OpenRegularIn(s.pty, name)
+	}
+	return OpenRegular(s.dir, vocab.PTYDir+"/"+name)
 }

@@ -20,6 +20,22 @@ func openRegular(dir string, parts []string) (*os.File, int64, error) {
 	if err != nil {
 		return nil, 0, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
+	return walkRegular(dfd, dir, parts)
+}
+
+// openRegularIn is openRegular relative to an open directory, which is
+// not looked up again: it cannot be swapped between two opens.
+func openRegularIn(dir *os.File, name string) (*os.File, int64, error) {
+	dfd, err := unix.FcntlInt(dir.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, &os.PathError{Op: "dup", Path: dir.Name(), Err: err}
+	}
+	return walkRegular(dfd, dir.Name(), []string{name})
+}
+
+// walkRegular does openRegular's walk from dfd (named dir in errors),
+// which it closes.
+func walkRegular(dfd int, dir string, parts []string) (*os.File, int64, error) {
 	defer func() { unix.Close(dfd) }()
 	for i, p := range parts {
 		path := filepath.Join(dir, strings.Join(parts[:i+1], "/"))

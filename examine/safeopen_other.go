@@ -40,3 +40,9 @@ func openRegular(dir string, parts []string) (*os.File, int64, error) {
 	}
 	return nil, 0, &os.PathError{Op: "open", Path: dir, Err: os.ErrInvalid}
 }
+
+// openRegularIn falls back to dir's path: without openat the folder is
+// looked up again, and a swap of it is not caught here.
+func openRegularIn(dir *os.File, name string) (*os.File, int64, error) {
+	return openRegular(dir.Name(), []string{name})
+}

@@ -74,6 +74,10 @@ type Report struct {
 	// ChainHead is the hash of the last record that chains, which a
 	// recovery record continues from; not part of the printed report.
 	ChainHead string `json:"-"`
+	// SignedTSSize and SignedTMSize are the typescript and timing sizes
+	// the last trusted checkpoint states (0 before any): what lies past
+	// them is bounded (MaxUnsignedTail), for the recovery.
+	SignedTSSize, SignedTMSize int64 `json:"-"`
 }
 
 // Gap is data the log says was not stored, or not timed, and why.
@@ -97,6 +101,7 @@ func (r *Report) OK() bool { return r.Finalized && len(r.Anomalies) == 0 }
 type verifier struct {
 	rep       *Report
 	keys      Keys
+	files     sessionFiles
 	ts, tm    *os.File
 	tsSize    int64
 	tmSize    int64
@@ -121,11 +126,19 @@ func Verify(dir string, trusted []gossh.PublicKey) *Report {
 // VerifyKeys checks the session in dir against the examiner's trusted and
 // revoked keys: a checkpoint signed by a revoked key ends trust in the
 // chain, even when the key is also listed as trusted.
-func VerifyKeys(dir string, keys Keys) *Report { return verify(dir, keys).rep }
+func VerifyKeys(dir string, keys Keys) *Report { return verify(sessionFiles{dir: dir}, keys).rep }
 
-func verify(dir string, keys Keys) (v *verifier) {
-	rep := &Report{Dir: dir, LastVerifiedSeq: -1, LastVerifiedOffset: -1, ChainedOffset: -1}
-	v = &verifier{rep: rep, keys: keys, closeSeq: -1}
+// VerifyIn is VerifyKeys for the session in dir whose pty folder the
+// caller has opened (pty): every file is read relative to that folder,
+// never looked up by path again, so a folder swapped for a link meanwhile
+// is not followed. The startup recovery reads through it.
+func VerifyIn(dir string, pty *os.File, keys Keys) *Report {
+	return verify(sessionFiles{dir: dir, pty: pty}, keys).rep
+}
+
+func verify(files sessionFiles, keys Keys) (v *verifier) {
+	rep := &Report{Dir: files.dir, LastVerifiedSeq: -1, LastVerifiedOffset: -1, ChainedOffset: -1}
+	v = &verifier{rep: rep, keys: keys, files: files, closeSeq: -1}
 	defer func() {
 		// A forged record must never take the verifier (and a whole run's
 		// report) down with it.
@@ -138,17 +151,17 @@ func verify(dir string, keys Keys) (v *verifier) {
 		v.anomaly("", -1, -1, "no trusted key given: signatures cannot be checked")
 	}
 	var err error
-	if v.ts, v.tsSize, err = OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile); err != nil {
+	if v.ts, v.tsSize, err = files.open(vocab.TypescriptFile); err != nil {
 		v.anomaly(vocab.TypescriptFile, -1, -1, "%v", err)
 	} else {
 		defer v.ts.Close()
 	}
-	if v.tm, v.tmSize, err = OpenRegular(dir, vocab.PTYDir+"/"+vocab.TimingFile); err != nil {
+	if v.tm, v.tmSize, err = files.open(vocab.TimingFile); err != nil {
 		v.anomaly(vocab.TimingFile, -1, -1, "%v", err)
 	} else {
 		defer v.tm.Close()
 	}
-	lr, err := openLog(dir, vocab.LogFile)
+	lr, err := openLog(files, vocab.LogFile)
 	if err != nil {
 		v.anomaly(vocab.LogFile, -1, -1, "%v", err)
 		return v
@@ -157,7 +170,8 @@ func verify(dir string, keys Keys) (v *verifier) {
 	// The timing totals are compared with the chain's only when the whole
 	// chain checked out: after a break they would restate the same damage.
 	complete, nLines := v.replay(lr)
-	if complete && v.ts != nil && v.tm != nil {
+	timingReadable := v.checkUnsignedTails()
+	if complete && timingReadable && v.ts != nil && v.tm != nil {
 		v.checkTiming()
 	}
 	v.checkEnd(nLines)
@@ -358,7 +372,7 @@ func (v *verifier) checkData(r *integrity.Record, seq, off int64) bool {
 		v.anomaly(vocab.LogFile, seq, off, "data at typescript offset %d where %d belongs", d.Off, v.next)
 		return false
 	}
-	if v.ts == nil {
+	if v.ts == nil || !v.withinUnsignedBound(d.Off, d.Len, seq, off) {
 		return false
 	}
 	if d.Len > v.tsSize-d.Off {
@@ -396,6 +410,7 @@ func (v *verifier) checkCheckpoint(r *integrity.Record, seq, off int64) bool {
 	}
 	v.rep.Signed++
 	v.rep.LastVerifiedSeq, v.rep.LastVerifiedOffset, v.rep.SignedRecords = seq, v.next, int(seq)+1
+	v.noteSignedSizes(r.Attrs)
 	v.checkPrefix(v.ts, v.tsSize, vocab.TypescriptFile, r.Attrs[vocab.AttrTSSize], r.Attrs[vocab.AttrTSSHA256], seq, &v.tsGood)
 	v.checkPrefix(v.tm, v.tmSize, vocab.TimingFile, r.Attrs[vocab.AttrTMSize], r.Attrs[vocab.AttrTMSHA256], seq, &v.tmGood)
 	return true

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/integrity"
@@ -18,12 +21,21 @@ import (
 // maxRecoveryScan bounds the sessions the startup scan looks at.
 const maxRecoveryScan = 100000
 
-// RecoverUnfinalized finds the sessions under root that the sidecar never
-// finalized (it crashed or was killed mid-session) and gives each a signed
-// recovery record (Recover), so that the cut is stated rather
-// than silent. It returns the directories it recovered; a session that
-// cannot be recovered is reported in the joined error and left as found.
-func RecoverUnfinalized(root string, opts Options) ([]string, error) {
+// SessionFolder names one existing session folder, <Root>/<Run>/<Session>.
+type SessionFolder struct {
+	Root, Run, Session string
+}
+
+// Dir is the folder's path.
+func (s SessionFolder) Dir() string { return filepath.Join(s.Root, s.Run, s.Session) }
+
+// ListSessions lists the session folders under root whose run and session
+// names are valid ids, reading directories only (no record file), so it
+// is quick. The server lists before it listens and recovers the list
+// afterwards (RecoverSessions): a session started meanwhile makes a new
+// folder (ids are single-use, makeSessionDirs refuses an existing one),
+// which is never on the list, so a live session is never "recovered".
+func ListSessions(root string) ([]SessionFolder, error) {
 	runs, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -31,9 +43,8 @@ func RecoverUnfinalized(root string, opts Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var recovered []string
+	var found []SessionFolder
 	var errs []error
-	scanned := 0
 	for _, run := range runs {
 		if !run.IsDir() || !ValidID(run.Name()) || ReservedRunID(run.Name()) {
 			continue
@@ -44,39 +55,85 @@ func RecoverUnfinalized(root string, opts Options) ([]string, error) {
 			continue
 		}
 		for _, sess := range sessions {
-			if scanned++; scanned > maxRecoveryScan {
-				return recovered, errors.Join(append(errs, errors.New("recorder: recovery scan stopped at its bound"))...)
+			if len(found) >= maxRecoveryScan {
+				return found, errors.Join(append(errs, errors.New("recorder: recovery scan stopped at its bound"))...)
 			}
-			dir := filepath.Join(root, run.Name(), sess.Name())
-			if !sess.IsDir() {
-				continue
+			if sess.IsDir() && ValidID(sess.Name()) {
+				found = append(found, SessionFolder{Root: root, Run: run.Name(), Session: sess.Name()})
 			}
-			if need, err := needsRecovery(dir); err != nil || !need {
-				if err != nil {
-					errs = append(errs, fmt.Errorf("recorder: %s: %w", dir, err))
-				}
-				continue
-			}
-			if err := Recover(dir, opts.Signer, time.Now); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			recovered = append(recovered, dir)
 		}
 	}
+	return found, errors.Join(errs...)
+}
+
+// RecoveryOutcome is what became of one listed session that needed
+// recovery: Err is nil when its recovery record was written.
+type RecoveryOutcome struct {
+	Dir string
+	Err error
+}
+
+// RecoverSessions gives each listed session the sidecar never finalized
+// (it crashed or was killed mid-session) a signed recovery record
+// (Recover), so that the cut is stated rather than silent, and calls
+// report for each one that needed it. It stops between sessions when ctx
+// ends. A session that cannot be recovered is left as found.
+func RecoverSessions(ctx context.Context, sessions []SessionFolder, opts Options, report func(RecoveryOutcome)) {
+	for _, s := range sessions {
+		if ctx.Err() != nil {
+			return
+		}
+		need, err := recoverSession(s, opts)
+		if need || err != nil {
+			report(RecoveryOutcome{Dir: s.Dir(), Err: err})
+		}
+	}
+}
+
+// recoverSession opens s's folders once and recovers it if it needs it.
+func recoverSession(s SessionFolder, opts Options) (needed bool, err error) {
+	d, err := openSessionDirs(s.Root, s.Run, s.Session)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil // no pty folder: no record to recover
+	}
+	if err != nil {
+		return false, err
+	}
+	defer d.close()
+	if need, err := needsRecovery(d); err != nil || !need {
+		return need, err
+	}
+	return true, recoverIn(d, opts.Signer, time.Now)
+}
+
+// RecoverUnfinalized lists the sessions under root and recovers those that
+// need it (RecoverSessions), returning the directories it recovered and
+// the errors joined.
+func RecoverUnfinalized(root string, opts Options) ([]string, error) {
+	sessions, err := ListSessions(root)
+	errs := []error{err}
+	var recovered []string
+	RecoverSessions(context.Background(), sessions, opts, func(o RecoveryOutcome) {
+		if o.Err != nil {
+			errs = append(errs, fmt.Errorf("recorder: %s: %w", o.Dir, o.Err))
+			return
+		}
+		recovered = append(recovered, o.Dir)
+	})
 	return recovered, errors.Join(errs...)
 }
 
-// needsRecovery reports whether dir has a log that does not end with a
-// close record and its checkpoint, and no recovery file yet. It reads only
-// the log's tail, so a start does not re-read every transcript. The log is
-// opened as every record file read back is (examine.OpenRegular): a log
+// needsRecovery reports whether d's log does not end with a close record
+// and its checkpoint, and there is no recovery file yet. It reads only the
+// log's tail, so a start does not re-read every transcript. The log is
+// opened as every record file read back is (examine.OpenRegularIn): a log
 // that is a link or a named pipe is an error naming it, never a hang.
-func needsRecovery(dir string) (bool, error) {
-	if _, err := os.Lstat(filepath.Join(dir, vocab.PTYDir, vocab.RecoveryFile)); err == nil {
+func needsRecovery(d *sessionDirs) (bool, error) {
+	var st unix.Stat_t
+	if unix.Fstatat(int(d.pty.Fd()), vocab.RecoveryFile, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 		return false, nil
 	}
-	f, size, err := examine.OpenRegular(dir, vocab.PTYDir+"/"+vocab.LogFile)
+	f, size, err := examine.OpenRegularIn(d.pty, vocab.LogFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -30,9 +30,31 @@ var ErrFinalized = errors.New("recorder: session is finalized")
 // tail may be a torn line. The session stays unfinalized; the record turns
 // a silent cut into a stated one. It finds the cut with the examiner, so a
 // session whose files are not regular files (a link, a named pipe) is
-// refused, with an error naming the file, and left as found.
-func Recover(dir string, signer gossh.Signer, now func() time.Time) (err error) {
-	rep := examine.VerifyKeys(dir, examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}})
+// refused, with an error naming the file, and left as found. The run,
+// session and pty folders are opened once, without following a link, and
+// everything is read and written relative to them.
+func Recover(dir string, signer gossh.Signer, now func() time.Time) error {
+	d, err := openSessionDirs(filepath.Dir(filepath.Dir(dir)), filepath.Base(filepath.Dir(dir)), filepath.Base(dir))
+	if err != nil {
+		return fmt.Errorf("recorder: recover %s: %w", dir, err)
+	}
+	defer d.close()
+	return recoverIn(d, signer, now)
+}
+
+// recoveryOpened, when set (by tests), runs once a session's folders are
+// open and before anything in them is read: a test swaps the pty folder
+// for a link there, deterministically, to prove the fds are used.
+var recoveryOpened func(dir string)
+
+// recoverIn is Recover for a session whose folders d holds open: every
+// file is read and the recovery file created relative to d.pty.
+func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err error) {
+	if recoveryOpened != nil {
+		recoveryOpened(d.path)
+	}
+	dir := d.path
+	rep := examine.VerifyIn(dir, d.pty, examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}})
 	if rep.Finalized {
 		return ErrFinalized
 	}
@@ -48,12 +70,14 @@ func Recover(dir string, signer gossh.Signer, now func() time.Time) (err error) 
 		examine.AttrLastSignedRecord: strconv.FormatInt(rep.LastVerifiedSeq, 10),
 		examine.AttrUnsignedRecords:  rep.UnsignedRange(),
 	}
-	if err := tailAttrs(dir, rep.ChainedOffset, attrs); err != nil {
+	if err := tailAttrs(d, rep, attrs); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, vocab.PTYDir, vocab.RecoveryFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	// O_CREAT|O_EXCL|O_NOFOLLOW in the open pty folder: never through a
+	// link, never over an existing file.
+	f, err := d.createFile(vocab.RecoveryFile)
 	if err != nil {
-		return fmt.Errorf("recorder: recover: %w", err)
+		return fmt.Errorf("recorder: recover %s: %w", dir, err)
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil {
@@ -67,37 +91,67 @@ func Recover(dir string, signer gossh.Signer, now func() time.Time) (err error) 
 	if err := w.Checkpoint(nil); err != nil {
 		return err
 	}
-	return f.Sync()
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return d.pty.Sync()
 }
 
 // tailAttrs describes the typescript bytes from off on, which no verified
 // data record covers, and the sizes and digests of both transcript files
-// as they were when opened (regular files only, read no further).
-func tailAttrs(dir string, off int64, into map[string]string) error {
-	for _, f := range []struct{ name, size, sum string }{
-		{vocab.TypescriptFile, vocab.AttrTSSize, vocab.AttrTSSHA256},
-		{vocab.TimingFile, vocab.AttrTMSize, vocab.AttrTMSHA256},
+// as they were when opened (regular files only, read no further). A file
+// that extends past the size the last trusted checkpoint states (rep) by
+// more than the sidecar writes unsigned (examine.MaxUnsignedTail) is not
+// read: its size is stated and the excess is named (examine.AttrNotRead),
+// so a forger's sparse terabytes cost nothing.
+func tailAttrs(d *sessionDirs, rep *examine.Report, into map[string]string) error {
+	dir := d.path
+	var notRead []string
+	for _, f := range []struct {
+		name, size, sum string
+		signed, bound   int64
+	}{
+		{vocab.TypescriptFile, vocab.AttrTSSize, vocab.AttrTSSHA256, rep.SignedTSSize, examine.MaxUnsignedTail},
+		{vocab.TimingFile, vocab.AttrTMSize, vocab.AttrTMSHA256, rep.SignedTMSize, examine.MaxUnsignedTimingTail},
 	} {
-		data, n, err := examine.OpenRegular(dir, vocab.PTYDir+"/"+f.name)
-		if err != nil {
-			return fmt.Errorf("recorder: recover %s: %w", dir, err)
-		}
-		whole := sha256.New()
-		_, err = io.Copy(whole, io.NewSectionReader(data, 0, n))
-		if err == nil && f.name == vocab.TypescriptFile && off >= 0 && off <= n {
-			tail := sha256.New()
-			var m int64
-			m, err = io.Copy(tail, io.NewSectionReader(data, off, n-off))
-			into["unaccounted_off"] = strconv.FormatInt(off, 10)
-			into["unaccounted_len"] = strconv.FormatInt(m, 10)
-			into["unaccounted_sha256"] = hex.EncodeToString(tail.Sum(nil))
-		}
-		data.Close()
+		data, n, err := examine.OpenRegularIn(d.pty, f.name)
 		if err != nil {
 			return fmt.Errorf("recorder: recover %s: %w", dir, err)
 		}
 		into[f.size] = strconv.FormatInt(n, 10)
-		into[f.sum] = hex.EncodeToString(whole.Sum(nil))
+		if n-f.signed > f.bound {
+			data.Close()
+			notRead = append(notRead, f.name+": "+examine.UnsignedTailMessage(n, f.signed, f.bound))
+			continue
+		}
+		err = digestForRecovery(data, n, f.name == vocab.TypescriptFile, rep.ChainedOffset, f.sum, into)
+		data.Close()
+		if err != nil {
+			return fmt.Errorf("recorder: recover %s: %s: %w", dir, f.name, err)
+		}
+	}
+	if len(notRead) > 0 {
+		into[examine.AttrNotRead] = strings.Join(notRead, "; ")
 	}
 	return nil
+}
+
+// digestForRecovery puts the digest of data's n bytes under sumAttr and, for the
+// typescript, the length and digest of the bytes from off on (which no
+// verified data record covers).
+func digestForRecovery(data io.ReaderAt, n int64, typescript bool, off int64, sumAttr string, into map[string]string) error {
+	whole := sha256.New()
+	if _, err := io.Copy(whole, io.NewSectionReader(data, 0, n)); err != nil {
+		return err
+	}
+	into[sumAttr] = hex.EncodeToString(whole.Sum(nil))
+	if !typescript || off < 0 || off > n {
+		return nil
+	}
+	tail := sha256.New()
+	m, err := io.Copy(tail, io.NewSectionReader(data, off, n-off))
+	into["unaccounted_off"] = strconv.FormatInt(off, 10)
+	into["unaccounted_len"] = strconv.FormatInt(m, 10)
+	into["unaccounted_sha256"] = hex.EncodeToString(tail.Sum(nil))
+	return err
 }

@@ -39,9 +39,9 @@ func makeSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) 
 	if err := os.MkdirAll(root, dirMode); err != nil {
 		return nil, fmt.Errorf("recorder: create capture root: %w", err)
 	}
-	rootDir, err := os.OpenFile(root, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	rootDir, err := openRoot(root)
 	if err != nil {
-		return nil, fmt.Errorf("recorder: open capture root: %w", err)
+		return nil, err
 	}
 	defer rootDir.Close()
 	d := &sessionDirs{path: filepath.Join(root, runID, sessionID), sessionID: sessionID}
@@ -65,6 +65,44 @@ func makeSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) 
 	}
 	d.made = append(d.made, "pty")
 	return d, nil
+}
+
+// openSessionDirs opens the existing run, session and pty folders of a
+// session below root as makeSessionDirs does, never through a symlink
+// (ErrUnsafeDir), and creates nothing. The startup recovery reads and
+// writes a session only through these fds, so a folder swapped for a link
+// after the open is not followed.
+func openSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) {
+	rootDir, err := openRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer rootDir.Close()
+	d := &sessionDirs{path: filepath.Join(root, runID, sessionID), sessionID: sessionID}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.close())
+		}
+	}()
+	if d.run, err = openDirBeneath(rootDir, runID); err != nil {
+		return nil, fmt.Errorf("recorder: run folder %s: %w", runID, err)
+	}
+	if d.session, err = openDirBeneath(d.run, sessionID); err != nil {
+		return nil, fmt.Errorf("recorder: session folder %s/%s: %w", runID, sessionID, err)
+	}
+	if d.pty, err = openDirBeneath(d.session, ptyDirName); err != nil {
+		return nil, fmt.Errorf("recorder: pty folder of %s/%s: %w", runID, sessionID, err)
+	}
+	return d, nil
+}
+
+// openRoot opens the capture root, the operator's setting, as configured.
+func openRoot(root string) (*os.File, error) {
+	f, err := os.OpenFile(root, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("recorder: open capture root: %w", err)
+	}
+	return f, nil
 }
 
 // mkdirBeneath makes name in parent (an existing one is accepted only when

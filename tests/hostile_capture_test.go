@@ -48,6 +48,10 @@ func TestHostileCaptureFolderDoesNotHangStartup(t *testing.T) {
 		t.Fatalf("the server printed its command but does not listen: %v", err)
 	}
 	c.Close()
+	// Recovery runs in the background once the port is open.
+	waitFor(t, 20*time.Second, "the background recovery to finish", func() bool {
+		return strings.Contains(logs.String(), "recovery of unfinalized sessions finished")
+	})
 	for _, want := range []string{"ts-devzero", "ts-fifo"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("startup logs do not name the unrecoverable session %s:\n%s", want, logs.String())

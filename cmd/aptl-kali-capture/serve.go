@@ -71,14 +71,13 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err := os.MkdirAll(cfg.root, 0o700); err != nil {
 		return fmt.Errorf("capture root: %w", err)
 	}
-	// Sessions a crash left unfinalized get a signed recovery record before
-	// anything new is recorded.
-	recovered, err := recorder.RecoverUnfinalized(cfg.root, recorder.Options{Signer: hostKey})
-	for _, dir := range recovered {
-		log.Warn("unfinalized session recovered", "dir", dir)
-	}
+	// The sessions on disk are listed before the port opens; those a crash
+	// left unfinalized are recovered in the background once it is open
+	// (startRecovery), so no folder can keep the port closed. A session
+	// started meanwhile makes a new folder, never on this list.
+	pending, err := recorder.ListSessions(cfg.root)
 	if err != nil {
-		log.Error("recovery of unfinalized sessions incomplete", "err", err.Error())
+		log.Error("listing sessions for recovery incomplete", "err", err.Error())
 	}
 	launcher, probe, err := newLauncher(cfg)
 	if err != nil {
@@ -111,12 +110,40 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		log.Info("launch agent", "socket", cfg.agentSocket)
 	}
 	defer startReadiness(cfg, probe, log)()
+	defer startRecovery(pending, hostKey, log)()
 	if clientKey != "" {
 		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey); err != nil {
 			return err
 		}
 	}
 	return serveUntilSignal(srv, ln, cfg, log)
+}
+
+// startRecovery recovers the listed sessions that need it in the
+// background, logging each outcome and the totals. The returned function
+// stops it between two sessions and waits for the one under way.
+func startRecovery(pending []recorder.SessionFolder, hostKey gossh.Signer, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		log.Info("recovery of unfinalized sessions started", "sessions", len(pending))
+		var recovered, failed int
+		recorder.RecoverSessions(ctx, pending, recorder.Options{Signer: hostKey}, func(o recorder.RecoveryOutcome) {
+			if o.Err != nil {
+				failed++
+				log.Error("unfinalized session not recovered", "dir", o.Dir, "err", o.Err.Error())
+				return
+			}
+			recovered++
+			log.Warn("unfinalized session recovered", "dir", o.Dir)
+		})
+		log.Info("recovery of unfinalized sessions finished", "recovered", recovered, "failed", failed, "stopped_early", ctx.Err() != nil)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // logAlgorithms states the transport algorithms offered, as the library
