@@ -1,0 +1,69 @@
+package recorder
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+)
+
+// crashedSession records a little, makes it durable and signed, then lets
+// the files go without a close record, as a killed sidecar leaves them.
+func crashedSession(t *testing.T, root string) string {
+	t.Helper()
+	s, err := Create(root, Meta{RunID: "run-t", SessionID: "sess-t"}, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Output([]byte("hello\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true // no tick from here on
+	if s.tick != nil {
+		s.tick.Stop()
+	}
+	if err := s.checkpointAndSync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.closeRecordFiles(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.dirs.close(); err != nil {
+		t.Fatal(err)
+	}
+	return s.Dir()
+}
+
+// TestRecoveryFollowsNoSwappedPTYFolder swaps a crashed session's pty
+// folder for a link to a folder outside the capture root after the
+// recovery opened it (the test hook stands in for the race the reviewer
+// won with a sparse file): the recovery must read and write the folder it
+// opened, and create nothing through the link.
+func TestRecoveryFollowsNoSwappedPTYFolder(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	dir := crashedSession(t, root)
+	pty, moved := filepath.Join(dir, vocab.PTYDir), filepath.Join(dir, "pty.real")
+	recoveryOpened = func(string) {
+		if err := os.Rename(pty, moved); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink(outside, pty); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { recoveryOpened = nil })
+
+	recovered, err := RecoverUnfinalized(root, testOptions())
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("the recovery wrote %s through the swapped link, outside the capture root", entries[0].Name())
+	}
+	if err != nil || len(recovered) != 1 {
+		t.Fatalf("recovered %v, err %v; want the session recovered from the folder it opened", recovered, err)
+	}
+	if _, err := os.Lstat(filepath.Join(moved, vocab.RecoveryFile)); err != nil {
+		t.Errorf("no recovery file in the pty folder the recovery opened: %v", err)
+	}
+}
