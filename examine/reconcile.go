@@ -108,7 +108,7 @@ func VerifyRunKeys(runDir string, keys Keys) *RunReport {
 	rr := &RunReport{RunDir: runDir}
 	tees := rr.listTees()
 	kali := filepath.Join(runDir, kaliSideDir)
-	entries, err := os.ReadDir(kali)
+	entries, err := readRunDir(runDir, kaliSideDir)
 	if err != nil {
 		rr.anomaly(kali, "cannot read the Kali-side sessions: %v", err)
 	}
@@ -150,7 +150,7 @@ func VerifyRunKeys(runDir string, keys Keys) *RunReport {
 func (rr *RunReport) listTees() map[string]string {
 	dir := filepath.Join(rr.RunDir, teeDirPath)
 	tees := map[string]string{}
-	entries, err := os.ReadDir(dir)
+	entries, err := readRunDir(rr.RunDir, teeDirPath)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			rr.anomaly(dir, "cannot read the tool server's tees: %v", err)

@@ -1,0 +1,48 @@
+package examine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// readRunDir lists the folder rel (slash-separated, e.g. "mcp-side/sessions")
+// of a harvested run. runDir is the examiner's choice and is followed;
+// every component of rel must be a real directory: a symbolic link there
+// is refused and named, as links in a session folder are (OpenRegular),
+// never followed. The folder is listed through the handle that was
+// checked (os.SameFile), so a component swapped for a link between the
+// check and the open is refused too.
+func readRunDir(runDir, rel string) ([]os.DirEntry, error) {
+	path := runDir
+	var st os.FileInfo
+	for _, part := range strings.Split(rel, "/") {
+		path = filepath.Join(path, part)
+		var err error
+		if st, err = os.Lstat(path); err != nil {
+			return nil, err
+		}
+		switch {
+		case st.Mode()&os.ModeSymlink != 0:
+			return nil, fmt.Errorf("%s is a symbolic link, which is not followed in a run folder", path)
+		case st.Mode().IsRegular():
+			return nil, fmt.Errorf("%s is a regular file, not a folder", path)
+		case !st.IsDir():
+			return nil, fmt.Errorf("%s is %s, not a folder", path, describeMode(st.Mode()))
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	opened, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !os.SameFile(st, opened) {
+		return nil, fmt.Errorf("%s changed while it was opened (swapped for a link?); it is not read", path)
+	}
+	return f.ReadDir(-1)
+}
