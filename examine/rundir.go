@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -12,7 +13,7 @@ import (
 // every component of rel must be a real directory: a symbolic link there
 // is refused and named, as links in a session folder are (OpenRegular),
 // never followed. The folder is listed through the handle that was
-// checked (os.SameFile), so a component swapped for a link between the
+// checked (os.SameFile), in name order, so a component swapped for a link between the
 // check and the open is refused too.
 func readRunDir(runDir, rel string) ([]os.DirEntry, error) {
 	path := runDir
@@ -44,5 +45,8 @@ func readRunDir(runDir, rel string) ([]os.DirEntry, error) {
 	if !os.SameFile(st, opened) {
 		return nil, fmt.Errorf("%s changed while it was opened (swapped for a link?); it is not read", path)
 	}
-	return f.ReadDir(-1)
+	entries, err := f.ReadDir(-1)
+	// In name order, as os.ReadDir lists: reports list sessions so.
+	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
 }
