@@ -71,7 +71,7 @@ func ExportAsciicast(dir string, w io.Writer) error {
 		return fmt.Errorf("examine: export asciicast: %s: %w", tmPath, err)
 	}
 	bw := bufio.NewWriter(w)
-	x.enc = json.NewEncoder(bw)
+	x.enc = NewJSONEncoder(bw)
 	x.enc.SetEscapeHTML(false)
 	if err := x.enc.Encode(hdr); err != nil {
 		return fmt.Errorf("examine: export asciicast: %w", err)

@@ -1,10 +1,14 @@
 package examine
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/aptl/aptl-kali-capture/internal/termsafe"
 )
 
 // Escape makes s safe to print on a terminal, as ls and git do with file
@@ -14,7 +18,7 @@ import (
 // becomes \xNN. Record fields and file names are hostile: without this, a
 // forged record could erase verify's FAIL line and print a fake OK. Every
 // text output of verify, export and recovery goes through it; JSON output
-// is escaped by encoding/json instead.
+// goes through NewJSONEncoder instead.
 func Escape(s string) string {
 	if isPlain(s) {
 		return s
@@ -45,4 +49,12 @@ func isPlain(s string) bool {
 		}
 	}
 	return true
+}
+
+// NewJSONEncoder is the encoder of every JSON the examiner prints (verify
+// --json, the asciicast export): encoding/json escapes only C0 controls,
+// so its output goes through termsafe.NewJSONWriter, which escapes DEL,
+// the C1 and bidi controls as \u escapes too (the same value, decoded).
+func NewJSONEncoder(w io.Writer) *json.Encoder {
+	return json.NewEncoder(termsafe.NewJSONWriter(w))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -105,7 +104,7 @@ func printLine(w io.Writer, format string, args ...any) {
 
 func printReport(w io.Writer, rep *examine.Report, asJSON bool) {
 	if asJSON {
-		json.NewEncoder(w).Encode(rep)
+		examine.NewJSONEncoder(w).Encode(rep)
 		return
 	}
 	verdict := "OK  "
@@ -127,7 +126,7 @@ func printReport(w io.Writer, rep *examine.Report, asJSON bool) {
 
 func printRunReport(w io.Writer, rr *examine.RunReport, asJSON bool) {
 	if asJSON {
-		json.NewEncoder(w).Encode(rr)
+		examine.NewJSONEncoder(w).Encode(rr)
 		return
 	}
 	for _, a := range rr.Anomalies {
