@@ -93,6 +93,9 @@ type Config struct {
 	// counts as one source (localaddrs.go). nil means loopback and the
 	// namespace's interface addresses; tests declare their own.
 	IsLocalAddr func(netip.Addr) bool
+	// Witnesses are recorded beside each session's terminal, in its chain
+	// (recorder/witness.go): the pcap class when selected.
+	Witnesses []recorder.WitnessSource
 }
 
 func (c *Config) check() error {
@@ -394,7 +397,7 @@ func (srv *Server) release(ss *session) {
 }
 
 func (srv *Server) recorderOptions() recorder.Options {
-	return recorder.Options{Signer: srv.cfg.HostKey, Sync: srv.cfg.Sync, MaxBytes: srv.cfg.MaxTranscriptBytes}
+	return recorder.Options{Signer: srv.cfg.HostKey, Sync: srv.cfg.Sync, MaxBytes: srv.cfg.MaxTranscriptBytes, Witnesses: srv.cfg.Witnesses}
 }
 
 // nextAnonID returns a fresh generated session id (DESIGN §3.2).

@@ -71,6 +71,9 @@ type Report struct {
 	LastVerifiedOffset int64 `json:"last_verified_ts_offset"`
 	// ChainedOffset is the typescript offset the chained records reach.
 	ChainedOffset int64 `json:"chained_ts_offset"`
+	// Pcap is the packet capture's state and files (pcap.go); nil when
+	// the session predates it.
+	Pcap *PcapReport `json:"pcap,omitempty"`
 	// ChainHead is the hash of the last record that chains, which a
 	// recovery record continues from; not part of the printed report.
 	ChainHead string `json:"-"`
@@ -86,6 +89,7 @@ type Gap struct {
 	Reason string `json:"reason"`
 	Stream string `json:"stream"`
 	Len    int64  `json:"len"`
+	Count  int64  `json:"count,omitempty"` // packets, for the pcap stream
 }
 
 // Totals are bytes per stream: recorded in the chain, and stored in the typescript.
@@ -115,6 +119,9 @@ type verifier struct {
 	// tsGood and tmGood are the file prefixes a checkpoint vouched for,
 	// the start of any damage found at a later one.
 	tsGood, tmGood int64
+	// pcap and pcapGaps collect the claims about pcap files (pcap.go).
+	pcap     pcapEvidence
+	pcapGaps []Gap
 }
 
 // Verify checks the session in dir against keys the examiner trusts (the
@@ -175,6 +182,7 @@ func verify(files sessionFiles, keys Keys) (v *verifier) {
 		v.checkTiming()
 	}
 	v.checkEnd(nLines)
+	v.checkPcap()
 	return v
 }
 
@@ -309,6 +317,7 @@ func (v *verifier) checkHeaderLine(sum string) {
 }
 
 func (v *verifier) checkRecord(r *integrity.Record, seq, off int64) bool {
+	v.notePcap(r, seq)
 	switch r.Type {
 	case vocab.TypeOpen:
 		if seq != 0 {

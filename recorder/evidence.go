@@ -66,6 +66,9 @@ type Options struct {
 	// MaxBytes caps the bytes stored in a transcript (0: no cap). Past it,
 	// data is still digested and counted in the log, not stored.
 	MaxBytes int64
+	// Witnesses are the evidence sources bound into each session's chain
+	// beside the terminal (witness.go); nil records the terminal only.
+	Witnesses []WitnessSource
 }
 
 // digestFile is a record file that keeps the size and SHA-256 of what was
@@ -176,7 +179,7 @@ func (s *Session) onTick() {
 // checkpointAndSync signs the head if anything was recorded since the last
 // signature, then makes all three files durable.
 func (s *Session) checkpointAndSync() error {
-	if s.sinceCheckpoint > 0 || s.chain.Seq() != s.checkpointSeq {
+	if s.sinceCheckpoint > 0 || s.chain.Seq() != s.checkpointSeq || s.witnessDirty {
 		if err := s.checkpointLocked(); err != nil {
 			return err
 		}
@@ -199,7 +202,12 @@ func (s *Session) syncLocked() error {
 }
 
 func (s *Session) checkpointLocked() error {
-	if err := s.chain.Checkpoint(s.fileAttrs()); err != nil {
+	a := s.fileAttrs()
+	// A witness's records go in before the signature, which then covers them.
+	if err := s.witnessCheckpoint(a); err != nil {
+		return s.fail(err)
+	}
+	if err := s.chain.Checkpoint(a); err != nil {
 		return s.fail(err)
 	}
 	s.sinceCheckpoint, s.checkpointSeq = 0, s.chain.Seq()
@@ -210,6 +218,9 @@ func (s *Session) checkpointLocked() error {
 // It runs even after a write failure, so the log says how the record ended.
 func (s *Session) closeEvidence(exitCode int, extra []Header, failure error) error {
 	a := s.fileAttrs()
+	// The witnesses' last records (finished files, gaps) precede the close
+	// record, which carries their totals.
+	s.closeWitnesses(a)
 	a[vocab.AttrExitCode] = strconv.Itoa(exitCode)
 	for _, stream := range []string{vocab.StreamIn, vocab.StreamOut, vocab.StreamErr} {
 		a[vocab.AttrCloseBytes+stream] = strconv.FormatInt(s.counted[stream], 10)

@@ -121,6 +121,7 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	s := &Session{dirs: dirs, now: now, start: now(), opts: opts, counted: map[string]int64{}}
 	defer func() {
 		if err != nil {
+			s.abortWitnesses()
 			err = errors.Join(err, s.closeRecordFiles(), dirs.removeMade(), dirs.close())
 		}
 	}()
@@ -138,7 +139,13 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	// Nothing but the header is in the typescript yet: its running digest
 	// is the header's.
 	headerSum := hex.EncodeToString(s.ts.sum.Sum(nil))
-	if err := s.chain.Append(vocab.TypeOpen, openAttrs(m, int(s.ts.size), headerSum, opts)); err != nil {
+	open := openAttrs(m, int(s.ts.size), headerSum, opts)
+	s.openWitnesses(open)
+	// The witnesses' window opens just before the open record is written
+	// and (Close) ends just before the close record: whoever sees the
+	// open record knows the window is open.
+	s.startWitnesses()
+	if err := s.chain.Append(vocab.TypeOpen, withExactValues(open)); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -50,6 +50,8 @@ type Session struct {
 	checkpointSeq   uint64           // the chain's length at the last signed head
 	tick            *time.Timer      // pending onTick; nil when none is armed
 	control         controlState     // control-event bound and coalescing (control.go)
+	witnesses       []Witness        // opened by create, closed by Close (witness.go)
+	witnessDirty    bool             // a witness has evidence no checkpoint signed yet
 }
 
 // Dir returns the session directory, <root>/<run_id>/<session_id>.

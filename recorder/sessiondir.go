@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -168,10 +169,15 @@ func (d *sessionDirs) removeMade() error {
 	var errs []error
 	for i := len(d.made) - 1; i >= 0; i-- {
 		var err error
-		switch name := d.made[i]; name {
-		case "session":
+		name := d.made[i]
+		witnessDir, isWitness := strings.CutPrefix(name, witnessDirPrefix)
+		switch {
+		case isWitness:
+			// A witness folder: empty, since a witness writes only once started.
+			err = unix.Unlinkat(int(d.session.Fd()), witnessDir, unix.AT_REMOVEDIR)
+		case name == "session":
 			err = unix.Unlinkat(int(d.run.Fd()), d.sessionID, unix.AT_REMOVEDIR)
-		case "pty":
+		case name == "pty":
 			err = unix.Unlinkat(int(d.session.Fd()), ptyDirName, unix.AT_REMOVEDIR)
 		default:
 			err = unix.Unlinkat(int(d.pty.Fd()), name, 0)

@@ -18,7 +18,9 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )
 
 // Every setting is a flag with an APTL_CAPTURE_* environment equivalent
@@ -57,6 +59,10 @@ type serveConfig struct {
 	// namespace: development and tests only.
 	insecureAgentSamePIDNS bool
 	readyFile              string
+	// pcap is whether the pcap class is selected (--classes); pcapLimits
+	// its rotation (--pcap-rotate-mb, --pcap-files).
+	pcap       bool
+	pcapLimits pcap.Limits
 	// algorithms are the effective transport lists (--kex, --ciphers, --macs).
 	algorithms broker.Algorithms
 	// checkOnly (--check) validates and prints the settings instead of serving.
@@ -106,6 +112,7 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	var maxMB int
 	e.String(&syncMode, "sync", "APTL_CAPTURE_SYNC", "interval", "record durability: interval (fsync within 1 s or 1 MiB) or strict (fsync each chunk before the client gets it)")
 	e.Int(&maxMB, "max-transcript-mb", "APTL_CAPTURE_MAX_TRANSCRIPT_MB", 0, "bytes a typescript stores, in MiB (0: no cap); later data is digested and counted, not stored")
+	applyClasses := bindClassFlags(e, c)
 	// Transport algorithms, in OpenSSH's list syntax (broker.ApplyAlgorithmSpec).
 	algSpecs := algorithmFlags(e)
 	e.FlagSet.BoolVar(&c.checkOnly, "check", false, "check the settings, print the effective ones (name value per line) and exit")
@@ -122,6 +129,9 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	}
 	c.algorithms = algs
 	if err := applyPreauth(); err != nil {
+		return nil, err
+	}
+	if err := applyClasses(); err != nil {
 		return nil, err
 	}
 	switch syncMode {
@@ -300,4 +310,35 @@ func currentUserName() string {
 		return u.Username
 	}
 	return ""
+}
+
+// bindClassFlags defines what is recorded (--classes) and the pcap files'
+// rotation; the function it returns checks them and stores them in c.
+func bindClassFlags(e *cliconfig.Flags, c *serveConfig) func() error {
+	var classes string
+	var rotateMB int
+	e.String(&classes, "classes", "APTL_CAPTURE_CLASSES", vocab.ClassPTY+","+vocab.ClassPcap, "what is recorded: pty (always) and pcap (the session's packets, in <session>/pcap/)")
+	e.Int(&rotateMB, "pcap-rotate-mb", "APTL_CAPTURE_PCAP_ROTATE_MB", pcap.DefaultRotateMB, "size of one pcap file, in MiB, before the next one starts")
+	e.Int(&c.pcapLimits.Files, "pcap-files", "APTL_CAPTURE_PCAP_FILES", pcap.DefaultFiles, "pcap files a session keeps; past them packets are counted in a gap record, not stored")
+	return func() error {
+		seen := map[string]bool{}
+		for _, cl := range splitList(classes) {
+			if cl != vocab.ClassPTY && cl != vocab.ClassPcap {
+				return e.SettingError("classes", "unknown class %q (want pty and optionally pcap)", cl)
+			}
+			seen[cl] = true
+		}
+		if !seen[vocab.ClassPTY] {
+			return e.SettingError("classes", "must include pty: the terminal is always recorded")
+		}
+		c.pcap = seen[vocab.ClassPcap]
+		if rotateMB < 1 || rotateMB > 1<<20 {
+			return e.SettingError("pcap-rotate-mb", "must be from 1 to %d", 1<<20)
+		}
+		c.pcapLimits.RotateBytes = int64(rotateMB) << 20
+		if c.pcapLimits.Files < 1 || c.pcapLimits.Files > 100000 {
+			return e.SettingError("pcap-files", "must be from 1 to 100000")
+		}
+		return nil
+	}
 }

@@ -39,7 +39,8 @@ func runHealth(args []string) int {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture health: %v\n", err)
 		return exitFailure
 	}
-	fmt.Println("healthy")
+	// pcap is reported, never required: capture is no login precondition.
+	fmt.Printf("healthy pcap=%s\n", readinessValue(readyFile, "pcap"))
 	return exitOK
 }
 
@@ -94,4 +95,18 @@ func checkHealth(readyFile, listen string) error {
 // does not, and costs the server one non-blocking send.
 func answeredByServer(line string) bool {
 	return strings.HasPrefix(line, "SSH-2.0-aptl-kali-capture") || strings.HasPrefix(line, broker.RefusalPrefix)
+}
+
+// readinessValue returns key's value in the readiness file, or "unknown".
+func readinessValue(readyFile, key string) string {
+	data, err := os.ReadFile(readyFile)
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && k == key {
+			return v
+		}
+	}
+	return "unknown"
 }

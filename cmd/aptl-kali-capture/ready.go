@@ -27,11 +27,11 @@ const (
 )
 
 // readiness maintains the readiness file: key=value lines saying when the
-// sidecar became ready and the state of each capability. pcap is disabled
-// until this build captures packets.
+// sidecar became ready and the state of each capability.
 type readiness struct {
 	path    string
 	adapter string
+	pcap    string // ok, degraded (no CAP_NET_RAW) or disabled (--classes)
 	log     *slog.Logger
 	readyAt time.Time
 	launch  string // the state last written; owned by the goroutine that writes
@@ -50,7 +50,7 @@ func (r *readiness) set(launchState string) {
 	r.launch = launchState
 	r.log.Info("readiness", "launch", launchState, "adapter", r.adapter)
 	body := fmt.Sprintf("ready_at=%s\npty=%s\npcap=%s\nlaunch=%s\nadapter=%s\n",
-		r.readyAt.Format(time.RFC3339), stateOK, stateDisabled, launchState, r.adapter)
+		r.readyAt.Format(time.RFC3339), stateOK, r.pcap, launchState, r.adapter)
 	tmp, err := os.CreateTemp(filepath.Dir(r.path), ".ready-*")
 	if err == nil {
 		_, err = tmp.WriteString(body)
@@ -111,8 +111,9 @@ func (r *readiness) watchLaunch(ctx context.Context, p prober, every time.Durati
 
 // startReadiness writes the readiness file and, for the agent adapter,
 // keeps it current. The returned function stops that and withdraws it.
-func startReadiness(cfg *serveConfig, probe prober, log *slog.Logger) (stop func()) {
+func startReadiness(cfg *serveConfig, probe prober, pcapState string, log *slog.Logger) (stop func()) {
 	ready := newReadiness(cfg.readyFile, cfg.launch, log)
+	ready.pcap = pcapState
 	if probe == nil {
 		ready.set(stateOK)
 		return ready.remove

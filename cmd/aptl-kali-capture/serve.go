@@ -21,6 +21,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )
 
 func init() {
@@ -83,6 +84,10 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var pcapSource *pcap.Source
+	if cfg.pcap {
+		pcapSource = pcap.NewSource(cfg.pcapLimits, log, "the capture engine has not started")
+	}
 	srv, err := broker.New(broker.Config{
 		HostKey:            hostKey,
 		AuthorizedKeys:     ak,
@@ -95,6 +100,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		Sync:               cfg.sync,
 		MaxTranscriptBytes: cfg.maxTranscript,
 		Algorithms:         cfg.algorithms,
+		Witnesses:          witnesses(pcapSource),
 	})
 	if err != nil {
 		return err
@@ -109,7 +115,9 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if probe != nil {
 		log.Info("launch agent", "socket", cfg.agentSocket)
 	}
-	defer startReadiness(cfg, probe, log)()
+	pcapState, stopPcap := startPcap(pcapSource, ln.Addr(), log)
+	defer stopPcap()
+	defer startReadiness(cfg, probe, pcapState, log)()
 	defer startRecovery(pending, hostKey, log)()
 	if clientKey != "" {
 		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey); err != nil {
@@ -242,4 +250,41 @@ func printNewcomerHelp(out io.Writer, cfg *serveConfig, addr net.Addr, hostKey g
 	fmt.Fprintf(out, "Connect with stock OpenSSH:\n\n  ssh -p %d -i %s -o IdentitiesOnly=yes -o UserKnownHostsFile=%s %s@%s\n\n",
 		port, abs(clientKey), abs(kh), cfg.users[0], host)
 	return nil
+}
+
+// witnesses lists the selected witness classes for the broker.
+func witnesses(pcapSource *pcap.Source) []recorder.WitnessSource {
+	if pcapSource == nil {
+		return nil
+	}
+	return []recorder.WitnessSource{pcapSource}
+}
+
+// startPcap starts the capture engine once the listener's port is known
+// (its own traffic is left out in the kernel), and returns the readiness
+// state: disabled when the class is not selected, degraded when the
+// engine cannot start (no CAP_NET_RAW): sessions then run and are
+// transcribed, and their open records say pcap was unavailable and why.
+func startPcap(src *pcap.Source, addr net.Addr, log *slog.Logger) (state string, stop func()) {
+	if src == nil {
+		return stateDisabled, func() {}
+	}
+	port := uint16(0)
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		port = uint16(ta.Port)
+	}
+	eng, err := pcap.StartEngine(port, log)
+	if err != nil {
+		log.Warn("pcap capture unavailable; sessions are recorded without packets", "err", err.Error())
+		src.SetEngine(nil, err.Error())
+		return stateDegraded, func() {}
+	}
+	src.SetEngine(eng, "")
+	log.Info("pcap capture", "snaplen", pcap.SnapLen, "excluded_tcp_port", port)
+	return stateOK, func() {
+		src.SetEngine(nil, "the capture engine stopped")
+		if err := eng.Close(); err != nil {
+			log.Warn("pcap: stop the capture engine", "err", err.Error())
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 func init() {
@@ -116,7 +117,14 @@ func printReport(w io.Writer, rep *examine.Report, asJSON bool) {
 		rep.Bytes.In, rep.Bytes.Out, rep.Bytes.Err, rep.Bytes.Stored)
 	// Gaps are stated even when everything verifies: the record says data
 	// went unstored, and so does the report.
+	if p := rep.Pcap; p != nil {
+		printLine(w, "     pcap: %s%s, %d files, %d packets verified", p.State, reasonSuffix(p.Reason), p.Files, p.Packets)
+	}
 	for _, g := range rep.Gaps {
+		if g.Stream == vocab.StreamPcap {
+			printLine(w, "     gap: record %d, %d packets of the pcap capture: %s", g.Seq, g.Count, g.Reason)
+			continue
+		}
 		printLine(w, "     gap: record %d, %d bytes of stream %s: %s", g.Seq, g.Len, g.Stream, g.Reason)
 	}
 	for _, a := range rep.Anomalies {
@@ -141,4 +149,11 @@ func printRunReport(w io.Writer, rr *examine.RunReport, asJSON bool) {
 			printLine(w, "     reconcile: %s", a)
 		}
 	}
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
 }

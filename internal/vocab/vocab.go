@@ -33,10 +33,13 @@ const (
 	TypeRecovery = "recovery"
 )
 
+// TypePcapFile is listed with the packet witness's names below.
+
 // RecordTypes lists every record type, in the README's order.
 var RecordTypes = []string{
 	TypeOpen, TypeData, TypeRequest, TypeResize, TypeAnnotate,
 	TypeEventsDropped, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
+	TypePcapFile,
 }
 
 // Streams of data records: what the client sent, what the session printed
@@ -139,3 +142,61 @@ var Headers = []string{
 	HeaderCloseReason, HeaderExitSignal, HeaderNotice,
 	HeaderBytesDelivered, HeaderBytesDeliveredErr, HeaderSizeLimit,
 }
+
+// The packet witness (witness/pcap): <session>/pcap/ holds the session's
+// pcapng files, each bound into the session's chain (README.md, "What a
+// session leaves" and "Integrity log and verification").
+const (
+	// ClassPTY and ClassPcap are the classes APTL_CAPTURE_CLASSES selects.
+	ClassPTY  = "pty"
+	ClassPcap = "pcap"
+
+	PcapDir = "pcap"
+	// TypePcapFile is the record of one finished pcap file.
+	TypePcapFile = "pcap-file"
+
+	// AttrPcap is the open record's pcap state (PcapOn, PcapUnavailable,
+	// PcapDisabled); AttrPcapReason says why it is not on.
+	AttrPcap       = "pcap"
+	AttrPcapReason = "pcap_reason"
+	// Checkpoint attributes: the current file, its size and running digest.
+	AttrPcapFile   = "pcap_file"
+	AttrPcapSize   = "pcap_size"
+	AttrPcapSHA256 = "pcap_sha256"
+	// pcap-file record attributes.
+	AttrFile    = "file"
+	AttrPackets = "packets"
+	AttrBytes   = "bytes"
+	AttrSHA256  = "sha256"
+	AttrFirst   = "first"
+	AttrLast    = "last"
+	// Close record attributes: totals of the session's window.
+	AttrPcapPackets     = "pcap_packets"
+	AttrPcapBytes       = "pcap_bytes"
+	AttrPcapFiles       = "pcap_files"
+	AttrPcapKernelDrops = "pcap_kernel_drops"
+	AttrPcapInterfaces  = "pcap_interfaces"
+	AttrPcapTruncated   = "pcap_truncated"
+	// AttrWitnessError is a close record's note that a witness failed to
+	// close cleanly.
+	AttrWitnessError = "witness_error"
+	// AttrStream is a gap record's stream when it has no data: a terminal
+	// stream, or StreamPcap.
+	AttrStream = "stream"
+	StreamPcap = "pcap"
+)
+
+// States of the pcap witness in the open record and the readiness file.
+const (
+	PcapOn          = "on"
+	PcapUnavailable = "unavailable"
+	PcapDisabled    = "disabled"
+)
+
+// Reasons of the pcap witness's gap records.
+const (
+	GapPcapRotation    = "pcap-rotation-limit" // packets past APTL_CAPTURE_PCAP_FILES, not stored
+	GapPcapKernelDrops = "pcap-kernel-drops"   // the kernel dropped packets during the window
+	GapPcapWriteFailed = "pcap-write-failed"   // a pcap file write failed; later packets not stored
+	GapPcapLinkType    = "pcap-link-type"      // packets of an interface whose link type is not written
+)

@@ -1,0 +1,307 @@
+package pcap
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/google/gopacket/layers"
+	"golang.org/x/sys/unix"
+)
+
+// The engine: one AF_PACKET socket, bound to no interface, sees every
+// interface of the network namespace, including interfaces that appear
+// after it started, and fills a TPACKET_V3 ring (blocks of packets the
+// kernel hands over whole, no system call per packet). One goroutine
+// walks the ring and hands each packet to every attached session's tap.
+// Nothing is built from input: the filter (filter.go) and the ring's shape
+// are fixed.
+
+// The ring: ringBlocks blocks of ringBlockSize. A block is handed over
+// when full or blockTimeout after its first packet, so a quiet capture is
+// still delivered (and a session's window closed) within milliseconds.
+const (
+	ringBlockSize = 1 << 20
+	ringBlocks    = 32
+	blockTimeout  = 8 * time.Millisecond
+	// pollTimeout bounds one wait for a block, so the loop notices stop.
+	pollTimeout = 50 * time.Millisecond
+	// catchUpBound bounds how long a closing session waits for the ring
+	// to reach its end.
+	catchUpBound = time.Second
+	// tpacketHdrLen is TPACKET_ALIGN(sizeof(struct tpacket3_hdr)): the
+	// sockaddr_ll follows it.
+	tpacketHdrLen = 48
+	blockDescHdr  = 8 // version and offset_to_priv before tpacket_hdr_v1
+)
+
+// Engine captures for every session of the sidecar.
+type Engine struct {
+	fd   int
+	ring []byte
+	log  *slog.Logger
+
+	taps    atomic.Pointer[[]*tap] // replaced whole on attach and detach
+	tapsMu  sync.Mutex             // serializes attach and detach
+	statsMu sync.Mutex             // protects dropped
+	dropped uint64                 // kernel drops summed over the engine's life
+
+	ifaces map[int]ifaceInfo // owned by the loop goroutine
+
+	// caught is the time before which every packet has been delivered;
+	// caughtCh is closed and replaced whenever it advances.
+	caughtMu sync.Mutex
+	caught   time.Time
+	caughtCh chan struct{}
+
+	stop atomic.Bool
+	done chan struct{}
+}
+
+type ifaceInfo struct {
+	name     string
+	linkType layers.LinkType // LinkTypeNull: not written
+}
+
+// StartEngine opens the capture socket (CAP_NET_RAW is needed), attaches
+// the filter that leaves out the SSH listener's port, maps the ring and
+// starts delivering. Close stops it.
+func StartEngine(listenPort uint16, log *slog.Logger) (*Engine, error) {
+	filter, err := listenerFilter(listenPort)
+	if err != nil {
+		return nil, err
+	}
+	// Protocol 0: the socket receives nothing until bind, so no packet
+	// reaches it before the filter and the ring are in place.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pcap: open a packet socket: %w", err)
+	}
+	e := &Engine{fd: fd, log: log, ifaces: map[int]ifaceInfo{}, caughtCh: make(chan struct{}), done: make(chan struct{})}
+	if err := e.setup(filter); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	go e.loop()
+	return e, nil
+}
+
+func (e *Engine) setup(filter []bpfInstruction) error {
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: (*unix.SockFilter)(unsafe.Pointer(&filter[0]))}
+	if err := unix.SetsockoptSockFprog(e.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
+		return fmt.Errorf("pcap: attach the capture filter: %w", err)
+	}
+	if err := unix.SetsockoptInt(e.fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
+		return fmt.Errorf("pcap: select TPACKET_V3: %w", err)
+	}
+	req := unix.TpacketReq3{
+		Block_size: ringBlockSize, Block_nr: ringBlocks,
+		Frame_size: 1 << 11, Frame_nr: ringBlockSize / (1 << 11) * ringBlocks,
+		Retire_blk_tov: uint32(blockTimeout / time.Millisecond),
+	}
+	if err := unix.SetsockoptTpacketReq3(e.fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+		return fmt.Errorf("pcap: set up the capture ring: %w", err)
+	}
+	ring, err := unix.Mmap(e.fd, 0, ringBlockSize*ringBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_LOCKED|unix.MAP_POPULATE)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOMEM) {
+		ring, err = unix.Mmap(e.fd, 0, ringBlockSize*ringBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	}
+	if err != nil {
+		return fmt.Errorf("pcap: map the capture ring: %w", err)
+	}
+	e.ring = ring
+	// Drops counted before the bind are none of any session's business.
+	e.readStats()
+	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL)}
+	if err := unix.Bind(e.fd, sa); err != nil {
+		unix.Munmap(ring)
+		return fmt.Errorf("pcap: bind the packet socket: %w", err)
+	}
+	e.readStats()
+	e.statsMu.Lock()
+	e.dropped = 0
+	e.statsMu.Unlock()
+	return nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// Close stops the loop and releases the ring and the socket. The loop
+// never reads after this (a closed gopacket handle can spin on its error,
+// upstream issue 722): it checks stop between polls, and the socket is
+// closed only once it has returned.
+func (e *Engine) Close() error {
+	if e.stop.Swap(true) {
+		return nil
+	}
+	<-e.done
+	return errors.Join(unix.Munmap(e.ring), unix.Close(e.fd))
+}
+
+func (e *Engine) loop() {
+	defer close(e.done)
+	statsEvery := time.NewTicker(time.Second)
+	defer statsEvery.Stop()
+	for i := 0; !e.stop.Load(); {
+		scanned := time.Now()
+		blk := e.ring[i*ringBlockSize : (i+1)*ringBlockSize]
+		status := (*uint32)(unsafe.Pointer(&blk[blockDescHdr]))
+		if atomic.LoadUint32(status)&unix.TP_STATUS_USER == 0 {
+			// Every packet stamped before the block now open was
+			// delivered: that block is at most blockTimeout old.
+			e.caughtUp(scanned.Add(-2 * blockTimeout))
+			e.wait()
+			select {
+			case <-statsEvery.C:
+				e.readStats()
+			default:
+			}
+			continue
+		}
+		e.deliverBlock(blk)
+		atomic.StoreUint32(status, unix.TP_STATUS_KERNEL)
+		i = (i + 1) % ringBlocks
+	}
+}
+
+// wait polls for the next block, at most pollTimeout.
+func (e *Engine) wait() {
+	fds := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN | unix.POLLERR}}
+	if _, err := unix.Poll(fds, int(pollTimeout/time.Millisecond)); err != nil && !errors.Is(err, unix.EINTR) {
+		e.log.Warn("pcap: poll the capture socket", "err", err.Error())
+	}
+}
+
+// deliverBlock hands each packet of a block to every attached tap.
+func (e *Engine) deliverBlock(blk []byte) {
+	hdr := (*unix.TpacketHdrV1)(unsafe.Pointer(&blk[blockDescHdr]))
+	taps := e.taps.Load()
+	off := int(hdr.Offset_to_first_pkt)
+	for n := uint32(0); n < hdr.Num_pkts; n++ {
+		if off <= 0 || off+tpacketHdrLen+int(unsafe.Sizeof(unix.RawSockaddrLinklayer{})) > len(blk) {
+			return
+		}
+		ph := (*unix.Tpacket3Hdr)(unsafe.Pointer(&blk[off]))
+		start, end := off+int(ph.Mac), off+int(ph.Mac)+int(ph.Snaplen)
+		if taps != nil && end <= len(blk) && start <= end {
+			sll := (*unix.RawSockaddrLinklayer)(unsafe.Pointer(&blk[off+tpacketHdrLen]))
+			info := e.iface(int(sll.Ifindex), sll.Hatype)
+			p := packet{ts: time.Unix(int64(ph.Sec), int64(ph.Nsec)), ifindex: int(sll.Ifindex), ifname: info.name,
+				linkType: info.linkType, data: blk[start:end], length: int(ph.Len)}
+			for _, t := range *taps {
+				t.deliver(&p)
+			}
+		}
+		if ph.Next_offset == 0 {
+			return
+		}
+		off += int(ph.Next_offset)
+	}
+}
+
+// iface names an interface and the link type its frames are written as.
+// Interfaces are looked up once, when their first packet arrives.
+func (e *Engine) iface(index int, hatype uint16) ifaceInfo {
+	if info, ok := e.ifaces[index]; ok {
+		return info
+	}
+	info := ifaceInfo{name: "if" + fmt.Sprint(index), linkType: linkTypeOf(hatype)}
+	if ifc, err := net.InterfaceByIndex(index); err == nil {
+		info.name = ifc.Name
+	}
+	e.ifaces[index] = info
+	return info
+}
+
+// linkTypeOf maps an ARPHRD_* hardware type to the pcap link type of what
+// a raw packet socket delivers for it.
+func linkTypeOf(hatype uint16) layers.LinkType {
+	switch hatype {
+	case unix.ARPHRD_ETHER, unix.ARPHRD_LOOPBACK:
+		return layers.LinkTypeEthernet
+	case unix.ARPHRD_NONE, unix.ARPHRD_TUNNEL, unix.ARPHRD_TUNNEL6, unix.ARPHRD_SIT:
+		return layers.LinkTypeRaw
+	}
+	return layers.LinkTypeNull
+}
+
+func (e *Engine) attach(t *tap) {
+	e.tapsMu.Lock()
+	defer e.tapsMu.Unlock()
+	var next []*tap
+	if cur := e.taps.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, t)
+	e.taps.Store(&next)
+}
+
+func (e *Engine) detach(t *tap) {
+	e.tapsMu.Lock()
+	defer e.tapsMu.Unlock()
+	var next []*tap
+	if cur := e.taps.Load(); cur != nil {
+		for _, o := range *cur {
+			if o != t {
+				next = append(next, o)
+			}
+		}
+	}
+	e.taps.Store(&next)
+}
+
+// readStats adds the kernel's counters, which reset on every read, to
+// the engine's running total.
+func (e *Engine) readStats() {
+	st, err := unix.GetsockoptTpacketStatsV3(e.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	if err != nil {
+		e.log.Warn("pcap: read the capture statistics", "err", err.Error())
+		return
+	}
+	e.statsMu.Lock()
+	e.dropped += uint64(st.Drops)
+	e.statsMu.Unlock()
+}
+
+func (e *Engine) drops() uint64 {
+	e.readStats()
+	e.statsMu.Lock()
+	defer e.statsMu.Unlock()
+	return e.dropped
+}
+
+func (e *Engine) caughtUp(t time.Time) {
+	e.caughtMu.Lock()
+	defer e.caughtMu.Unlock()
+	if t.After(e.caught) {
+		e.caught = t
+		close(e.caughtCh)
+		e.caughtCh = make(chan struct{})
+	}
+}
+
+func (e *Engine) waitCaught(t time.Time) {
+	deadline := time.NewTimer(catchUpBound)
+	defer deadline.Stop()
+	for {
+		e.caughtMu.Lock()
+		caught, ch := e.caught, e.caughtCh
+		e.caughtMu.Unlock()
+		if !caught.Before(t) || e.stop.Load() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-e.done:
+			return
+		case <-deadline.C:
+			e.log.Warn("pcap: the capture ring did not catch up with a closing session in time")
+			return
+		}
+	}
+}

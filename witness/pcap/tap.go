@@ -1,0 +1,187 @@
+package pcap
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/gopacket/layers"
+
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/recorder"
+)
+
+// tap is one session's share of the engine: it stores the packets whose
+// kernel timestamps fall in the session's window, from Start to Close,
+// and implements recorder.Witness.
+type tap struct {
+	eng    engine
+	notify func()
+	// notified is set from the first packet after a checkpoint until the
+	// next one, so a busy capture asks for at most one checkpoint a cycle.
+	notified atomic.Bool
+
+	mu          sync.Mutex // protects what follows; the engine and the recorder share the tap
+	start, end  time.Time  // the window; end is zero while it is open
+	started     bool
+	closed      bool
+	files       *fileSet
+	ifaces      map[int]*ifaceStats
+	truncated   int64   // packets cut at SnapLen
+	unsupported counted // packets of interfaces whose link type is not written
+	dropsAt     uint64  // the engine's kernel drop count at Start
+}
+
+// ifaceStats are a session's packets and bytes on one interface.
+type ifaceStats struct {
+	Index    int    `json:"index"`
+	Name     string `json:"name"`
+	LinkType int    `json:"link_type"`
+	Packets  int64  `json:"packets"`
+	Bytes    int64  `json:"bytes"`
+}
+
+// engine is what a tap needs of the capture engine.
+type engine interface {
+	attach(t *tap)
+	detach(t *tap)
+	// drops returns the kernel's drop count so far, summed over the
+	// engine's life.
+	drops() uint64
+	// waitCaught waits, within its bound, until every packet the kernel
+	// timestamped before t has been delivered.
+	waitCaught(t time.Time)
+}
+
+func newTap(eng engine, files *fileSet, notify func()) *tap {
+	return &tap{eng: eng, files: files, notify: notify, ifaces: map[int]*ifaceStats{}}
+}
+
+// Start opens the window and attaches the tap to the engine.
+func (t *tap) Start() {
+	drops := t.eng.drops()
+	t.mu.Lock()
+	t.start, t.started, t.dropsAt = time.Now(), true, drops
+	t.mu.Unlock()
+	t.eng.attach(t)
+}
+
+// deliver stores p when it falls in the window. The engine calls it for
+// every packet while the tap is attached.
+func (t *tap) deliver(p *packet) {
+	t.mu.Lock()
+	stored := t.store(p)
+	t.mu.Unlock()
+	if stored && !t.notified.Swap(true) {
+		// Not under mu: the recorder calls Checkpoint holding its own lock.
+		go t.notify()
+	}
+}
+
+func (t *tap) store(p *packet) bool {
+	if !t.started || t.closed || p.ts.Before(t.start) || (!t.end.IsZero() && p.ts.After(t.end)) {
+		return false
+	}
+	st := t.ifaces[p.ifindex]
+	if st == nil {
+		st = &ifaceStats{Index: p.ifindex, Name: p.ifname, LinkType: int(p.linkType)}
+		t.ifaces[p.ifindex] = st
+	}
+	st.Packets++
+	st.Bytes += int64(p.length)
+	if p.linkType == layers.LinkTypeNull {
+		t.unsupported.add(p)
+		return true
+	}
+	if len(p.data) < p.length {
+		t.truncated++
+	}
+	t.files.write(p)
+	return true
+}
+
+// Checkpoint flushes and syncs the current file, emits the records of
+// files finished since the last checkpoint, and returns the current
+// file's name, size and running digest.
+func (t *tap) Checkpoint(emit recorder.Emit) (map[string]string, error) {
+	t.notified.Store(false)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.emitFinished(emit); err != nil {
+		return nil, err
+	}
+	name, size, sum := t.files.sync()
+	if name == "" {
+		return nil, nil
+	}
+	return map[string]string{vocab.AttrPcapFile: name, vocab.AttrPcapSize: strconv.FormatInt(size, 10), vocab.AttrPcapSHA256: sum}, nil
+}
+
+func (t *tap) emitFinished(emit recorder.Emit) error {
+	for _, r := range t.files.takeFinished() {
+		if err := emit(vocab.TypePcapFile, r.attrs()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close ends the window at now, waits until the engine has delivered what
+// the kernel saw before it, detaches, finishes the last file and emits its
+// record and the session's pcap gaps; it returns the close record's totals.
+func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
+	end := time.Now()
+	t.mu.Lock()
+	t.end = end
+	t.mu.Unlock()
+	t.eng.waitCaught(end)
+	t.eng.detach(t)
+	drops := t.eng.drops()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	t.files.finish()
+	if err := t.emitFinished(emit); err != nil {
+		return nil, err
+	}
+	dropped := drops - t.dropsAt
+	for _, g := range []struct {
+		c      *counted
+		reason string
+	}{{&t.files.rotated, vocab.GapPcapRotation}, {&t.files.failed, vocab.GapPcapWriteFailed}, {&t.unsupported, vocab.GapPcapLinkType}} {
+		if g.c.packets > 0 {
+			if err := emit(vocab.TypeGap, g.c.gapAttrs(g.reason)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if dropped > 0 {
+		// The kernel counts drops per socket: any drop in the window may
+		// have been one of this session's packets.
+		a := map[string]string{vocab.AttrReason: vocab.GapPcapKernelDrops, vocab.AttrStream: vocab.StreamPcap, vocab.AttrCount: strconv.FormatUint(dropped, 10)}
+		if err := emit(vocab.TypeGap, a); err != nil {
+			return nil, err
+		}
+	}
+	return t.closeAttrs(dropped), nil
+}
+
+func (t *tap) closeAttrs(dropped uint64) map[string]string {
+	var packets, bytes int64
+	list := make([]*ifaceStats, 0, len(t.ifaces))
+	for _, st := range t.ifaces {
+		packets += st.Packets
+		bytes += st.Bytes
+		list = append(list, st)
+	}
+	slices.SortFunc(list, func(a, b *ifaceStats) int { return a.Index - b.Index })
+	ifs, _ := json.Marshal(list)
+	return map[string]string{
+		vocab.AttrPcapPackets: strconv.FormatInt(packets, 10), vocab.AttrPcapBytes: strconv.FormatInt(bytes, 10),
+		vocab.AttrPcapFiles: strconv.Itoa(t.files.made), vocab.AttrPcapKernelDrops: strconv.FormatUint(dropped, 10),
+		vocab.AttrPcapInterfaces: string(ifs), vocab.AttrPcapTruncated: strconv.FormatInt(t.truncated, 10),
+	}
+}
