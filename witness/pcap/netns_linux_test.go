@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -113,13 +114,17 @@ func buildSidecar(t *testing.T) string {
 
 // serve starts the sidecar in ns (or the root namespace with ns ""),
 // listening on addr, with extra environment, optionally through a
-// wrapper (capsh); it waits for the readiness file.
+// wrapper that runs a shell command line (capsh ... --); it waits for
+// the readiness file.
 func serve(t *testing.T, ns, addr string, env []string, wrap ...string) *lab {
 	l := &lab{t: t, side: ns}
 	base := t.TempDir()
 	l.root, l.state, l.ready = filepath.Join(base, "captures"), filepath.Join(base, "state"), filepath.Join(base, "ready")
-	args := append([]string{}, wrap...)
-	args = append(args, buildSidecar(t), "serve")
+	args := []string{buildSidecar(t), "serve"}
+	if len(wrap) > 0 {
+		// A wrapper (capsh ... --) runs a shell command line.
+		args = append(append([]string{}, wrap...), "-c", "exec "+args[0]+" serve")
+	}
 	if ns != "" {
 		args = append([]string{"ip", "netns", "exec", ns}, args...)
 	}
@@ -226,7 +231,7 @@ type session struct {
 	id     string
 	client *gossh.Client
 	sess   *gossh.Session
-	stdin  interface{ Close() error }
+	stdin  io.WriteCloser
 	dir    string
 }
 
@@ -286,4 +291,15 @@ func lastLineHas(dir, s string) bool {
 	b, _ := os.ReadFile(filepath.Join(dir, "pty", "integrity.jsonl"))
 	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
 	return len(lines) > 0 && bytes.Contains(lines[len(lines)-1], []byte(s))
+}
+
+// udpOnce sends one datagram to addr:9999 from the calling thread's namespace.
+func udpOnce(addr, payload string) error {
+	c, err := net.Dial("udp4", net.JoinHostPort(addr, "9999"))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Write([]byte(payload))
+	return err
 }
