@@ -17,8 +17,8 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 	"github.com/aptl/aptl-kali-capture/internal/login"
-	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )

@@ -25,16 +25,16 @@ import (
 
 // lab is the test's namespaces and its running sidecar.
 type lab struct {
-	t      *testing.T
-	prefix string // namespace and link name prefix, unique per run
-	side   string // the sidecar's namespace
-	peers  []string
-	root   string // capture root
-	state  string
-	ready  string
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
-	signer gossh.Signer
+	t       *testing.T
+	prefix  string // namespace and link name prefix, unique per run
+	side    string // the sidecar's namespace
+	peers   []string
+	root    string // capture root
+	state   string
+	ready   string
+	cmd     *exec.Cmd
+	stderr  *bytes.Buffer
+	signer  gossh.Signer
 	hostPub []byte
 }
 
