@@ -117,19 +117,17 @@ func (ss *session) start(command string, startEvent map[string]string) (err erro
 	}
 	ss.pending = append(ss.pending, pendingEvent{vocab.TypeRequest, startEvent})
 	if err = ss.flushPendingEvents(r); err != nil {
-		r.rec.Close(exitSSHFailure, recorder.Header{Name: vocab.HeaderCloseReason, Value: reasonIOError})
-		return &userError{msg: "recording failed; session not started", cause: err}
+		return ss.closeRefusedRecord(r.rec, reasonIOError, &userError{msg: "recording failed; session not started", cause: err})
 	}
 	// Ownership of the slave ends passes to Launch, which closes our copies
 	// whether or not it succeeds.
 	slaves = nil
 	if r.proc, err = ss.srv.cfg.Launcher.Launch(ss.ctx, spec); err != nil {
-		r.rec.Close(exitSSHFailure, recorder.Header{Name: vocab.HeaderCloseReason, Value: reasonLaunchFailed})
 		msg := "could not start the session process"
 		if errors.Is(err, launch.ErrAgentUnreachable) {
 			msg += ": the launch agent in the workload is unreachable"
 		}
-		return &userError{msg: msg, cause: err}
+		return ss.closeRefusedRecord(r.rec, reasonLaunchFailed, &userError{msg: msg, cause: err})
 	}
 	r.annotateIdentity()
 	ss.run.Store(r)
@@ -141,6 +139,20 @@ func (ss *session) start(command string, startEvent map[string]string) (err erro
 	r.startCopiers()
 	go r.finish()
 	return nil
+}
+
+// closeRefusedRecord finalizes the record of a session refused after its
+// record was created: the refusal line the client is about to get on stderr
+// (session.endRefused) is recorded first, so every byte it receives is in
+// the record, and the close record says refused (reason, notice, exit 1).
+func (ss *session) closeRefusedRecord(rec *recorder.Session, reason string, ue *userError) error {
+	if err := rec.Stderr(ss.noticeLine(ue.msg)); err != nil {
+		ss.log.Warn("refusal not recorded", "err", err.Error())
+	}
+	rec.Close(exitRefused,
+		recorder.Header{Name: vocab.HeaderCloseReason, Value: reason},
+		recorder.Header{Name: vocab.HeaderNotice, Value: ue.msg})
+	return ue
 }
 
 // createRecord resolves the session's ids and creates its record. A

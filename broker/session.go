@@ -46,6 +46,9 @@ type session struct {
 	envRequests   int
 	pending       []pendingEvent // control events before the record exists
 	droppedEvents int
+	// refusal is the line shown to the client when its shell or exec was
+	// refused (endRefused); ours, never an echo of client input.
+	refusal string
 
 	// run is published by start; nil until the shell or exec started.
 	run atomic.Pointer[run]
@@ -130,10 +133,10 @@ func (ss *session) serveRequests(reqs <-chan *gossh.Request) {
 		if !ok || (req.Type != "window-change" && req.Type != "shell" && req.Type != "exec") {
 			ss.event(vocab.TypeRequest, requestAttrs(req.Type, req.Payload, ok, err))
 		}
-		// A refused shell or exec ends the session after the reply, so the
-		// client reports the failed request and shows the stderr line.
+		// A refused shell or exec was accepted (see handleStart): the reason
+		// follows the reply, then the session ends as a failed command does.
 		if errors.Is(err, errStartRefused) {
-			ss.stop(errRefused)
+			ss.endRefused(err)
 		}
 	}
 }
@@ -202,6 +205,12 @@ func (ss *session) handleEnv(payload []byte, running bool) (bool, error) {
 	return true, nil
 }
 
+// handleStart starts the shell or exec. A session that may not run (a used
+// id, a reserved or invalid run id, a launch failure) is refused as sshd
+// refuses a nologin account: the request is accepted, so that stock OpenSSH
+// keeps reading the channel, and endRefused then writes the reason on
+// stderr, exit-status 1, EOF and close. Replying failure instead made
+// OpenSSH exit before it read the stderr line most of the time.
 func (ss *session) handleStart(req *gossh.Request) (bool, error) {
 	if ss.run.Load() != nil {
 		return false, errAlreadyStarted
@@ -210,8 +219,8 @@ func (ss *session) handleStart(req *gossh.Request) (bool, error) {
 	if req.Type == "exec" {
 		c, err := parseExec(req.Payload)
 		if err != nil {
-			ss.refuse(err.Error())
-			return false, fmt.Errorf("%w: %w", errStartRefused, err)
+			ss.refusal = err.Error()
+			return true, fmt.Errorf("%w: %w", errStartRefused, err)
 		}
 		command = c
 	}
@@ -219,15 +228,32 @@ func (ss *session) handleStart(req *gossh.Request) (bool, error) {
 	// starts: once it runs, it may finish (and the record close) before the
 	// request loop could write the event after its reply.
 	if err := ss.start(command, requestAttrs(req.Type, req.Payload, true, nil)); err != nil {
+		ss.refusal = "could not start the session"
 		var ue *userError
 		if errors.As(err, &ue) {
-			ss.refuse(ue.msg)
-		} else {
-			ss.refuse("could not start the session")
+			ss.refusal = ue.msg
 		}
-		return false, fmt.Errorf("%w: %w", errStartRefused, err)
+		return true, fmt.Errorf("%w: %w", errStartRefused, err)
 	}
 	return true, nil
+}
+
+// exitRefused is the status a refused session ends with, as sshd's
+// nologin(8) does.
+const exitRefused = 1
+
+// endRefused ends a session whose start was refused, after the accepted
+// reply: the reason on stderr, exit-status 1, EOF, then close. Where no
+// record exists for the session (a used id, a refused run id, a recording
+// that could not be created) this log line is the refusal's record: a used
+// id's folder is never reopened, and a refused run id has none.
+func (ss *session) endRefused(err error) {
+	ss.log.Warn("session refused", "user", logSafe(ss.user), "key", ss.keyFP, "remote", ss.remote,
+		"run", logSafe(ss.ids.run), "session", logSafe(ss.ids.session), "reason", err.Error())
+	ss.refuse(ss.refusal)
+	ss.ch.SendRequest("exit-status", false, gossh.Marshal(exitStatusMsg{Status: exitRefused}))
+	ss.ch.CloseWrite()
+	ss.stop(errRefused)
 }
 
 func (ss *session) handleWindowChange(payload []byte, r *run) (bool, error) {

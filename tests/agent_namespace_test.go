@@ -288,7 +288,7 @@ func nsKillAgent(t *testing.T, h *harness, ns *nsAgent, agent *agentclient.Agent
 		t.Errorf("Probe after the agent died = %v, want ErrAgentUnreachable", err)
 	}
 	res := rawExec(t, h.dial(t), map[string]string{"APTL_SESSION_ID": "ns-no-agent"}, "echo SHOULD_NOT_RUN")
-	if res.started || !strings.Contains(res.stderr, "could not start the session process") {
+	if !res.refused() || !strings.Contains(res.stderr, "could not start the session process") {
 		t.Errorf("session without an agent: %+v, want refused with a reason", res)
 	}
 	h.waitIdle(t)

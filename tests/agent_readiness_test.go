@@ -40,7 +40,7 @@ func TestAgentReadiness(t *testing.T) {
 	// A raw channel reads the refusal's stderr line reliably; OpenSSH may
 	// exit on the failed request before printing it.
 	res := rawExec(t, dialServe(t, work, listen), nil, "echo SHOULD_NOT_RUN")
-	if res.started || res.stdout != "" || !strings.Contains(res.stderr, "launch agent in the workload is unreachable") {
+	if !res.refused() || res.stdout != "" || !strings.Contains(res.stderr, "launch agent in the workload is unreachable") {
 		t.Fatalf("session while the agent is down: %+v", res)
 	}
 	refused, _ := filepath.Glob(filepath.Join(work, "aptl-dev", "captures", "_unbound", "anon-*"))

@@ -22,7 +22,7 @@ func TestLateIDRefusesSession(t *testing.T) {
 			env = append(env, envVar{name, "late-1"})
 			res := rawExecEnv(t, c, env, "echo SHOULD_NOT_RUN")
 			h.waitIdle(t)
-			if res.started || res.stdout != "" {
+			if !res.refused() || res.stdout != "" {
 				t.Fatalf("session ran without its id: %+v", res)
 			}
 			if want := name + " was sent after the limit of 64 env requests"; !strings.Contains(res.stderr, want) {

@@ -39,7 +39,7 @@ func (p lostProcess) Wait() (launch.Exit, error) {
 func TestLaunchFailureIsRecordedAndRefused(t *testing.T) {
 	h := newHarness(t, withLauncher(func(l launch.Launcher) launch.Launcher { return failingLauncher{l} }))
 	res := rawExec(t, h.dial(t), map[string]string{"APTL_SESSION_ID": "nolaunch"}, "echo SHOULD_NOT_RUN")
-	if res.started || !strings.Contains(res.stderr, "could not start the session process") {
+	if !res.refused() || !strings.Contains(res.stderr, "could not start the session process") {
 		t.Fatalf("got %+v, want a refused exec with a reason", res)
 	}
 	if strings.Contains(res.stderr, "adapter unavailable") {

@@ -120,6 +120,12 @@ func rawExec(t *testing.T, c *gossh.Client, env map[string]string, command strin
 	return rawExecEnv(t, c, vars, command)
 }
 
+// refused reports whether the session was refused as sshd refuses a
+// nologin account: the request accepted, nothing run, exit-status 1.
+func (r rawResult) refused() bool {
+	return r.started && r.stdout == "" && r.status == 1
+}
+
 // envVar is one env request, for rawExecEnv's ordered list.
 type envVar struct{ name, value string }
 
@@ -207,7 +213,7 @@ func TestSessionIDRules(t *testing.T) {
 		h.waitIdle(t)
 		before, _ := os.ReadFile(filepath.Join(h.sessionDir("_unbound", "dup-1"), "pty", "typescript"))
 		res := rawExec(t, c, env, "echo SHOULD_NOT_RUN")
-		if res.started || res.stdout != "" {
+		if !res.refused() || res.stdout != "" {
 			t.Fatalf("duplicate session ran: %+v", res)
 		}
 		if !strings.Contains(res.stderr, "dup-1 was already recorded") {
@@ -220,7 +226,7 @@ func TestSessionIDRules(t *testing.T) {
 	})
 	t.Run("reserved run id refused", func(t *testing.T) {
 		res := rawExec(t, c, map[string]string{"APTL_RUN_ID": "_audit", "APTL_SESSION_ID": "r1"}, "echo SHOULD_NOT_RUN")
-		if res.started || res.stdout != "" {
+		if !res.refused() || res.stdout != "" {
 			t.Fatalf("session ran: %+v", res)
 		}
 		if !strings.Contains(res.stderr, `APTL_RUN_ID "_audit" is a reserved name`) {

@@ -27,7 +27,7 @@ func TestDiskFullAtSessionStart(t *testing.T) {
 	env := map[string]string{"APTL_SESSION_ID": "full-at-start"}
 	res := rawExec(t, c, env, "echo SHOULD_NOT_RUN")
 	h.waitIdle(t)
-	if res.started || !strings.Contains(res.stderr, "recording is unavailable") {
+	if !res.refused() || !strings.Contains(res.stderr, "recording is unavailable") {
 		t.Fatalf("got %+v, want a refused session with a reason", res)
 	}
 	sessions, _ := filepath.Glob(filepath.Join(root, "*", "*"))
@@ -70,7 +70,7 @@ func TestPlantedRunSymlinkRefused(t *testing.T) {
 	}
 	res := rawExec(t, h.dial(t), map[string]string{"APTL_RUN_ID": "planted", "APTL_SESSION_ID": "s1"}, "echo SHOULD_NOT_RUN")
 	h.waitIdle(t)
-	if res.started || res.stdout != "" {
+	if !res.refused() || res.stdout != "" {
 		t.Fatalf("session ran through a planted symlink: %+v", res)
 	}
 	if !strings.Contains(res.stderr, "run planted is a symlink or not a directory") {
