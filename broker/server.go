@@ -76,6 +76,11 @@ type Config struct {
 	HostKey        gossh.Signer    // serves SSH and signs the records' heads
 	AuthorizedKeys *AuthorizedKeys // client keys allowed to log in
 	Users          []string        // login names allowed to authenticate
+	// UserExists reports whether a login name has an account the launcher
+	// can run it as. An allowed name without one is refused at
+	// authentication, as sshd refuses an "Invalid user". nil: every
+	// allowed name runs (the launcher decides as whom, and records it).
+	UserExists func(name string) bool
 	Launcher       launch.Launcher // starts session processes on the slave
 	CaptureRoot    string          // <root>/<run>/<session>/...
 	AcceptEnv      []string        // env names (or PREFIX*) passed through besides the APTL_* ids
@@ -337,8 +342,11 @@ func (srv *Server) sshConfig(ctx gliderssh.Context) *gossh.ServerConfig {
 		},
 		MaxAuthTries: srv.cfg.Limits.MaxAuthTries,
 		AuthLogCallback: func(md gossh.ConnMetadata, method string, err error) {
-			if err != nil && method != "none" {
-				cs.log.Info("authentication failed", "user", logSafe(md.User()), "method", method)
+			// A refused public key was logged with its fingerprint and
+			// reason by mayAuthenticate; other methods are never accepted.
+			if err != nil && method != "none" && method != "publickey" {
+				cs.log.Info("authentication failed", "user", logSafe(md.User()), "remote", md.RemoteAddr().String(),
+					"method", logSafe(method), "reason", "method not accepted (public key only)")
 			}
 		},
 		// PublicKeyCallback (gliderlabs' mayAuthenticate) also runs for keys
@@ -358,10 +366,35 @@ func (srv *Server) sshConfig(ctx gliderssh.Context) *gossh.ServerConfig {
 
 const permKeyFingerprint = "aptl-key-fp"
 
-// mayAuthenticate is the public key policy: an allowed login name and a key
-// from the authorized_keys file.
+// mayAuthenticate is the public key policy: an allowed login name that has
+// an account, and a key from the authorized_keys file. A refusal is logged
+// as sshd logs it: the address, the offered key's fingerprint and why.
+// x/crypto asks once per offered key, and MaxAuthTries bounds the keys.
 func (srv *Server) mayAuthenticate(ctx gliderssh.Context, key gliderssh.PublicKey) bool {
-	return slices.Contains(srv.cfg.Users, ctx.User()) && srv.cfg.AuthorizedKeys.Contains(key)
+	reason := authRefusal(srv.cfg, ctx.User(), key)
+	if reason == "" {
+		return true
+	}
+	log := srv.log
+	if cs := connStateOf(ctx); cs != nil {
+		log = cs.log
+	}
+	log.Warn("authentication refused", "user", logSafe(ctx.User()), "remote", ctx.RemoteAddr().String(),
+		"key", gossh.FingerprintSHA256(key), "reason", reason)
+	return false
+}
+
+// authRefusal returns why user may not log in with key, or "".
+func authRefusal(cfg Config, user string, key gossh.PublicKey) string {
+	switch {
+	case !slices.Contains(cfg.Users, user):
+		return "user not allowed"
+	case cfg.UserExists != nil && !cfg.UserExists(user):
+		return "invalid user: no such account"
+	case !cfg.AuthorizedKeys.Contains(key):
+		return "key not authorized"
+	}
+	return ""
 }
 
 // answerKeepalive replies to OpenSSH and node ssh2 keepalives. Either reply

@@ -22,6 +22,12 @@ import (
 // bound to the test's deadline and gets SIGQUIT, then SIGKILL, if it hangs.
 func (h *harness) openssh(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	return h.opensshAs(t, h.user, args...)
+}
+
+// opensshAs is openssh logging in as user.
+func (h *harness) opensshAs(t *testing.T, user string, args ...string) *exec.Cmd {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("OpenSSH client tests skipped in -short mode")
 	}
@@ -40,7 +46,7 @@ func (h *harness) openssh(t *testing.T, args ...string) *exec.Cmd {
 	base := []string{"-F", "none", "-p", port, "-i", h.clientKey,
 		"-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "BatchMode=yes",
 		"-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + kh,
-		"-o", "SendEnv=APTL_*", h.user + "@" + host}
+		"-o", "SendEnv=APTL_*", user + "@" + host}
 	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
 	cmd.WaitDelay = 5 * time.Second

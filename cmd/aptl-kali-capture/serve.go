@@ -88,10 +88,12 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if cfg.pcap {
 		pcapSource = pcap.NewSource(cfg.pcapLimits, log, "the capture engine has not started")
 	}
+	userExists := localUserCheck(launcher, cfg.users, log)
 	srv, err := broker.New(broker.Config{
 		HostKey:            hostKey,
 		AuthorizedKeys:     ak,
 		Users:              cfg.users,
+		UserExists:         userExists,
 		Launcher:           launcher,
 		CaptureRoot:        cfg.root,
 		AcceptEnv:          cfg.acceptEnv,
@@ -119,6 +121,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	defer stopPcap()
 	defer startReadiness(cfg, probe, pcapState, log)()
 	defer startRecovery(pending, hostKey, log)()
+	warnDevClientKey(log, ln.Addr(), clientKey)
 	if clientKey != "" {
 		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey); err != nil {
 			return err

@@ -4,6 +4,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -57,6 +58,9 @@ func (l *Local) Launch(ctx context.Context, spec launch.Spec) (launch.Process, e
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("launch: %w", context.Cause(ctx))
 	}
+	if err := l.checkUserExists(spec.User); err != nil {
+		return nil, err
+	}
 	acct, err := login.ResolveAccount(l.passwdPath, l.groupPath, spec.User, os.Geteuid(), os.Getegid())
 	if err != nil {
 		return nil, err
@@ -73,4 +77,32 @@ func (l *Local) Launch(ctx context.Context, spec launch.Spec) (launch.Process, e
 		return nil, fmt.Errorf("launch: start shell: %w", err)
 	}
 	return login.NewProcess(cmd, acct.ID), nil
+}
+
+// ErrUnknownUser is a login name without a passwd entry, on a root server.
+var ErrUnknownUser = errors.New("login user has no account")
+
+// UserExists reports whether a session for name would run as name: as
+// root, only when it has a passwd entry. A server that is not root runs
+// every session as its own user (the development default, and the record's
+// APTL_RUN_AS_NOTE says so), so every name is accepted there.
+func (l *Local) UserExists(name string) bool {
+	return l.checkUserExists(name) == nil
+}
+
+// checkUserExists refuses, on a root server, a name without a passwd
+// entry: running it as root instead, as before, gave a client that named a
+// missing account a root shell.
+func (l *Local) checkUserExists(name string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	_, err := login.LookupPasswd(l.passwdPath, name)
+	if errors.Is(err, login.ErrUserNotFound) {
+		return fmt.Errorf("launch: %w: %q", ErrUnknownUser, name)
+	}
+	if err != nil {
+		return fmt.Errorf("launch: look up login user: %w", err)
+	}
+	return nil
 }
