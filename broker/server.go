@@ -80,12 +80,12 @@ type Config struct {
 	// can run it as. An allowed name without one is refused at
 	// authentication, as sshd refuses an "Invalid user". nil: every
 	// allowed name runs (the launcher decides as whom, and records it).
-	UserExists func(name string) bool
-	Launcher       launch.Launcher // starts session processes on the slave
-	CaptureRoot    string          // <root>/<run>/<session>/...
-	AcceptEnv      []string        // env names (or PREFIX*) passed through besides the APTL_* ids
-	Limits         Limits
-	Logger         *slog.Logger // nil means slog.Default()
+	UserExists  func(name string) bool
+	Launcher    launch.Launcher // starts session processes on the slave
+	CaptureRoot string          // <root>/<run>/<session>/...
+	AcceptEnv   []string        // env names (or PREFIX*) passed through besides the APTL_* ids
+	Limits      Limits
+	Logger      *slog.Logger // nil means slog.Default()
 	// Sync is the records' durability; the host key signs their heads.
 	Sync recorder.SyncMode
 	// MaxTranscriptBytes caps what a typescript stores (0: no cap).
