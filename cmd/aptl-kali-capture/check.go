@@ -28,6 +28,7 @@ func effectiveSettings(e *cliconfig.Flags, c *serveConfig) []setting {
 		"ciphers":    strings.Join(offered.Ciphers, ","),
 		"macs":       strings.Join(offered.MACs, ","),
 	}
+	resolved["ready-file"] = resolveReadyFile(c.readyFile, c.stateDir)
 	if c.authorizedKeys == "" {
 		resolved["authorized-keys"] = filepath.Join(c.stateDir, authorizedKeysFile)
 	}

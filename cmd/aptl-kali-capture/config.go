@@ -97,7 +97,7 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	e.Duration(&c.agentProbe, "agent-probe-interval", "APTL_CAPTURE_AGENT_PROBE_INTERVAL", 5*time.Second, "how often readiness probes the agent")
 	e.Int(&c.agentUID, "agent-uid", "APTL_CAPTURE_AGENT_UID", 0, "uid the launch agent must run as (checked with SO_PEERCRED: anyone can bind an abstract socket name)")
 	e.Bool(&c.insecureAgentSamePIDNS, "insecure-agent-same-pidns", "APTL_CAPTURE_INSECURE_AGENT_SAME_PIDNS", "development only: accept a launch agent in the sidecar's own PID namespace")
-	e.String(&c.readyFile, "ready-file", "APTL_CAPTURE_READY_FILE", defaultReadyFile, "readiness file (key=value lines) that the health subcommand reads")
+	e.String(&c.readyFile, "ready-file", "APTL_CAPTURE_READY_FILE", "", "readiness file (key=value lines) that the health subcommand reads (default: <state-dir>/ready)")
 	e.String(&acceptEnv, "accept-env", "APTL_CAPTURE_ACCEPT_ENV", strings.Join(broker.DefaultAcceptEnv, ","), "env names (or PREFIX*) passed to the session besides APTL_SESSION_ID, APTL_RUN_ID, APTL_TRACE_ID")
 	logging := e.LoggingFlags("APTL_CAPTURE_", "text")
 	e.Duration(&c.shutdownGrace, "shutdown-grace", "APTL_CAPTURE_SHUTDOWN_GRACE", 10*time.Second, "time SIGTERM allows sessions to finalize")
@@ -191,7 +191,7 @@ func (c *serveConfig) check(e *cliconfig.Flags) error {
 	if c.agentUID < 0 {
 		return e.SettingError("agent-uid", "must not be negative")
 	}
-	if c.readyFile == "" || !filepath.IsAbs(c.readyFile) && strings.HasPrefix(c.readyFile, "-") {
+	if !filepath.IsAbs(c.readyFile) && strings.HasPrefix(c.readyFile, "-") {
 		return e.SettingError("ready-file", "must be a path")
 	}
 	for _, p := range c.acceptEnv {

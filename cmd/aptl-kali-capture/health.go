@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/broker"
@@ -24,9 +26,10 @@ const healthTimeout = 2 * time.Second
 
 func runHealth(args []string) int {
 	e := newEnvFlags("health")
-	var readyFile, listen string
-	e.String(&readyFile, "ready-file", "APTL_CAPTURE_READY_FILE", defaultReadyFile, "readiness file the server writes")
-	e.String(&listen, "listen", "APTL_CAPTURE_LISTEN", defaultListen, "the server's listen address")
+	var readyFile, listen, stateDir string
+	e.String(&stateDir, "state-dir", "APTL_CAPTURE_STATE_DIR", defaultStateDir, "the server's state directory, which holds its readiness file")
+	e.String(&readyFile, "ready-file", "APTL_CAPTURE_READY_FILE", "", "readiness file the server writes (default: <state-dir>/ready)")
+	e.String(&listen, "listen", "APTL_CAPTURE_LISTEN", "", "the server's listen address (default: the one its readiness file names)")
 	err := e.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -35,7 +38,7 @@ func runHealth(args []string) int {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture health: %v\n", err)
 		return exitUsage
 	}
-	if err := checkHealth(readyFile, listen); err != nil {
+	if err := checkHealth(resolveReadyFile(readyFile, stateDir), listen); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture health: %v\n", err)
 		return exitFailure
 	}
@@ -62,9 +65,13 @@ func checkHealth(readyFile, listen string) error {
 			return fmt.Errorf("not ready: %s=%q", k, state[k])
 		}
 	}
-	host, port, err := net.SplitHostPort(listen)
+	addr, err := readyFileOwner(readyFile, state, listen)
 	if err != nil {
-		return fmt.Errorf("listen address %q: %w", listen, err)
+		return err
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
@@ -80,6 +87,40 @@ func checkHealth(readyFile, listen string) error {
 		return fmt.Errorf("SSH server did not answer with its version line")
 	}
 	return nil
+}
+
+// readyFileOwner checks that the readiness file is that of a server that
+// still runs (its pid) and, when --listen was given, of the server on that
+// address; it returns the address to check. A file left by a server that
+// was killed, or one of another instance, proves nothing.
+func readyFileOwner(readyFile string, state map[string]string, listen string) (string, error) {
+	if pid, err := strconv.Atoi(state["pid"]); err == nil && pid > 0 {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return "", fmt.Errorf("not ready: %s was written by process %d, which no longer runs", readyFile, pid)
+		}
+	}
+	fileListen := state["listen"]
+	switch {
+	case fileListen == "" && listen == "":
+		return defaultListen, nil
+	case fileListen == "":
+		return listen, nil
+	case listen != "" && !sameListenAddr(listen, fileListen):
+		return "", fmt.Errorf("not ready: %s is the server's on %s, not on %s", readyFile, fileListen, listen)
+	}
+	return fileListen, nil
+}
+
+// sameListenAddr compares two listen addresses by port, and by host unless
+// either listens on every address.
+func sameListenAddr(a, b string) bool {
+	ah, ap, err1 := net.SplitHostPort(a)
+	bh, bp, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || ap != bp {
+		return false
+	}
+	unspecified := func(h string) bool { ip := net.ParseIP(h); return h == "" || ip != nil && ip.IsUnspecified() }
+	return ah == bh || unspecified(ah) || unspecified(bh)
 }
 
 // answeredByServer accepts the server's version line, and also the line it

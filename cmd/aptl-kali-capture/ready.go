@@ -15,9 +15,21 @@ import (
 	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
-// defaultReadyFile is where the lab's Compose healthcheck looks (README.md,
-// "Readiness and health").
-const defaultReadyFile = "/run/aptl-kali-capture-ready"
+// readyFileName is the readiness file's name in the state directory, its
+// default place (README.md, "Readiness and health"): each instance has its
+// own state directory, so a second server on the same host neither
+// satisfies nor removes the first one's file, and a server that is not
+// root can write it. Containers may still set --ready-file (the image
+// uses /run/aptl-kali-capture-ready).
+const readyFileName = "ready"
+
+// resolveReadyFile is --ready-file, or the default under the state directory.
+func resolveReadyFile(readyFile, stateDir string) string {
+	if readyFile != "" {
+		return readyFile
+	}
+	return filepath.Join(stateDir, readyFileName)
+}
 
 // Capability states in the readiness file.
 const (
@@ -32,13 +44,16 @@ type readiness struct {
 	path    string
 	adapter string
 	pcap    string // ok, degraded (no CAP_NET_RAW) or disabled (--classes)
+	// listen is the address the server listens on; with pid, it lets
+	// health check that the file is this instance's and that it still runs.
+	listen  string
 	log     *slog.Logger
 	readyAt time.Time
 	launch  string // the state last written; owned by the goroutine that writes
 }
 
-func newReadiness(path, adapter string, log *slog.Logger) *readiness {
-	return &readiness{path: path, adapter: adapter, log: log, readyAt: time.Now().UTC()}
+func newReadiness(path, adapter, listen string, log *slog.Logger) *readiness {
+	return &readiness{path: path, adapter: adapter, listen: listen, log: log, readyAt: time.Now().UTC()}
 }
 
 // set writes the file when the launch state changes. The write is atomic
@@ -49,8 +64,8 @@ func (r *readiness) set(launchState string) {
 	}
 	r.launch = launchState
 	r.log.Info("readiness", "launch", launchState, "adapter", r.adapter)
-	body := fmt.Sprintf("ready_at=%s\npty=%s\npcap=%s\nlaunch=%s\nadapter=%s\n",
-		r.readyAt.Format(time.RFC3339), stateOK, r.pcap, launchState, r.adapter)
+	body := fmt.Sprintf("ready_at=%s\npty=%s\npcap=%s\nlaunch=%s\nadapter=%s\nlisten=%s\npid=%d\n",
+		r.readyAt.Format(time.RFC3339), stateOK, r.pcap, launchState, r.adapter, r.listen, os.Getpid())
 	tmp, err := os.CreateTemp(filepath.Dir(r.path), ".ready-*")
 	if err == nil {
 		_, err = tmp.WriteString(body)
@@ -111,8 +126,8 @@ func (r *readiness) watchLaunch(ctx context.Context, p prober, every time.Durati
 
 // startReadiness writes the readiness file and, for the agent adapter,
 // keeps it current. The returned function stops that and withdraws it.
-func startReadiness(cfg *serveConfig, probe prober, pcapState string, log *slog.Logger) (stop func()) {
-	ready := newReadiness(cfg.readyFile, cfg.launch, log)
+func startReadiness(cfg *serveConfig, listen string, probe prober, pcapState string, log *slog.Logger) (stop func()) {
+	ready := newReadiness(resolveReadyFile(cfg.readyFile, cfg.stateDir), cfg.launch, listen, log)
 	ready.pcap = pcapState
 	if probe == nil {
 		ready.set(stateOK)

@@ -119,7 +119,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	}
 	pcapState, stopPcap := startPcap(pcapSource, ln.Addr(), log)
 	defer stopPcap()
-	defer startReadiness(cfg, probe, pcapState, log)()
+	defer startReadiness(cfg, ln.Addr().String(), probe, pcapState, log)()
 	defer startRecovery(pending, hostKey, log)()
 	warnDevClientKey(log, ln.Addr(), clientKey)
 	if clientKey != "" {
