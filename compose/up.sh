@@ -43,9 +43,9 @@ fi
 
 port=${APTL_SSH_PORT:-2222}
 bind=${APTL_SSH_BIND:-127.0.0.1}
-# hostkey prints the known_hosts line, then the SHA256 fingerprint.
-docker exec aptl-kali-capture aptl-kali-capture hostkey -host "[$bind]:$port" >"$here/local/hostkey.txt"
-head -n 1 "$here/local/hostkey.txt" >"$here/local/known_hosts"
+# hostkey prints the known_hosts line alone on stdout (the SHA256
+# fingerprint on stderr), reading the key the running sidecar serves.
+docker exec aptl-kali-capture aptl-kali-capture hostkey -host "[$bind]:$port" >"$here/local/known_hosts"
 cat <<MSG
 up: healthy. Host key pinned in $here/local/known_hosts. Connect with:
 

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -70,13 +71,15 @@ func TestNewcomerDefaults(t *testing.T) {
 	}
 
 	// The hostkey subcommand prints the key the server used.
-	hk, err := exec.Command(bin, "hostkey", "--state-dir", filepath.Join(work, "aptl-dev", "state")).Output()
+	hkCmd := exec.Command(bin, "hostkey", "--state-dir", filepath.Join(work, "aptl-dev", "state"))
+	var fp bytes.Buffer
+	hkCmd.Stderr = &fp
+	hk, err := hkCmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields := strings.Fields(string(hk))
-	if len(fields) < 4 || !strings.Contains(logs.String(), "host_key="+fields[len(fields)-1]) {
-		t.Errorf("hostkey printed %q, which is not the served key", hk)
+	if fields := strings.Fields(string(hk)); len(fields) != 3 || !strings.Contains(logs.String(), "host_key="+strings.TrimSpace(fp.String())) {
+		t.Errorf("hostkey printed %q (fingerprint %q), which is not the served key", hk, fp.String())
 	}
 }
 

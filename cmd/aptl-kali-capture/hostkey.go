@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,16 +17,21 @@ import (
 )
 
 func init() {
-	register("hostkey", command{summary: "print the host key's known_hosts line and fingerprint", run: runHostKey})
+	register("hostkey", command{summary: "print the host key's known_hosts line (fingerprint on stderr)", run: runHostKey})
 }
 
-// runHostKey prints what a lab needs to pin the sidecar's host key. The key
-// is created if the sidecar has not started yet, so it can be pinned first.
+// runHostKey prints what a lab needs to pin the sidecar's host key: the
+// known_hosts line alone on stdout (so `hostkey >> known_hosts` is right)
+// and the fingerprint on stderr. It reads the existing public key and
+// creates none unless --create is given: a key made by this command in the
+// wrong folder would be pinned while the server serves another.
 func runHostKey(args []string) int {
 	e := newEnvFlags("hostkey")
 	var stateDir, host string
+	var create bool
 	e.String(&stateDir, "state-dir", "APTL_CAPTURE_STATE_DIR", defaultStateDir, "private state directory holding "+broker.HostKeyFile)
 	e.String(&host, "host", "APTL_CAPTURE_HOSTKEY_HOST", "aptl-kali-capture", "host pattern for the known_hosts line, e.g. [kali]:22")
+	e.FlagSet.BoolVar(&create, "create", false, "generate the host key when there is none yet, to pin it before the first start")
 	err := e.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -34,13 +40,44 @@ func runHostKey(args []string) int {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture hostkey: %v\n", err)
 		return exitUsage
 	}
-	signer, err := broker.LoadOrCreateKey(filepath.Join(stateDir, broker.HostKeyFile), "aptl-kali-capture host key")
+	pub, err := hostPublicKey(filepath.Join(stateDir, broker.HostKeyFile), create)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture hostkey: %v\n", err)
 		return exitFailure
 	}
-	pub := signer.PublicKey()
 	fmt.Printf("%s %s\n", host, strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pub))))
-	fmt.Println(gossh.FingerprintSHA256(pub))
+	fmt.Fprintln(os.Stderr, gossh.FingerprintSHA256(pub))
 	return exitOK
+}
+
+// maxPublicKeyFile bounds the .pub read: one key line.
+const maxPublicKeyFile = 16 << 10
+
+// hostPublicKey reads keyPath+".pub", or with create makes the key pair
+// first when it does not exist.
+func hostPublicKey(keyPath string, create bool) (gossh.PublicKey, error) {
+	if create {
+		signer, err := broker.LoadOrCreateKey(keyPath, "aptl-kali-capture host key")
+		if err != nil {
+			return nil, err
+		}
+		return signer.PublicKey(), nil
+	}
+	f, err := os.Open(keyPath + ".pub")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no host key at %s.pub: start the server once, or pass --create to generate it, or name its state directory with --state-dir", keyPath)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxPublicKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("read %s.pub: %w", keyPath, err)
+	}
+	pub, _, _, _, err := gossh.ParseAuthorizedKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s.pub is not a public key: %w", keyPath, err)
+	}
+	return pub, nil
 }
