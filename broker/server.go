@@ -168,6 +168,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.AuthorizedKeys.setLogger(cfg.Logger)
 	srv := &Server{cfg: cfg, log: cfg.Logger, sessions: make(map[*session]struct{}),
 		gate: newPreauthGate(cfg.Limits, cfg.IsLocalAddr), drops: newDropLog(cfg.Logger)}
 	srv.ssh = &gliderssh.Server{
