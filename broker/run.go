@@ -64,6 +64,9 @@ type run struct {
 	// copiers only after they saw exited set.
 	exitedAt time.Time
 	exited   atomic.Bool
+	// noticeDelivered counts a PTY session's notice bytes on the stderr
+	// channel (notify), which no output copier counts.
+	noticeDelivered atomic.Int64
 
 	mu sync.Mutex // protects masterClosed and serializes resize with close
 	// masterClosed is set by finish once the master is closed.
@@ -409,7 +412,7 @@ func (r *run) finish() {
 	}
 	r.ss.ch.Close()
 	r.log.Info("session closed", "reason", cause.reason, "exit_code", code,
-		"bytes_in", in, "bytes_out", out, "bytes_delivered", r.outputs[0].delivered.Load())
+		"bytes_in", in, "bytes_out", out, "bytes_delivered", r.deliveredTotal())
 	if cause.err != nil {
 		r.log.Warn("session ended abnormally", "cause", cause.err.Error())
 	}
@@ -428,7 +431,20 @@ func (r *run) notify(msg string) {
 	n, _ := r.ss.ch.Stderr().Write(line)
 	if len(r.outputs) > 1 {
 		r.outputs[1].delivered.Add(int64(n))
+	} else {
+		r.noticeDelivered.Add(int64(n))
 	}
+}
+
+// deliveredTotal counts the same streams as the recorder's output count
+// (output, stderr and the sidecar's notices), so the log's bytes_out and
+// bytes_delivered are equal unless the client went away.
+func (r *run) deliveredTotal() int64 {
+	total := r.noticeDelivered.Load()
+	for _, o := range r.outputs {
+		total += o.delivered.Load()
+	}
+	return total
 }
 
 // closeCause decides the record's close reason: whatever stopped the session
