@@ -90,6 +90,10 @@ type Config struct {
 	Sync recorder.SyncMode
 	// MaxTranscriptBytes caps what a typescript stores (0: no cap).
 	MaxTranscriptBytes int64
+	// Version goes into the SSH banner, SSH-2.0-aptl-kali-capture_<Version>;
+	// it must hold no whitespace or '-' (RFC 4253 section 4.2). Empty: no
+	// version in the banner.
+	Version string
 	// Algorithms the server offers; an empty list means the default one
 	// (DefaultAlgorithms), never x/crypto's own defaults.
 	Algorithms Algorithms
@@ -172,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 	srv := &Server{cfg: cfg, log: cfg.Logger, sessions: make(map[*session]struct{}),
 		gate: newPreauthGate(cfg.Limits, cfg.IsLocalAddr), drops: newDropLog(cfg.Logger)}
 	srv.ssh = &gliderssh.Server{
-		Version:              "aptl-kali-capture",
+		Version:              bannerSoftware(cfg.Version),
 		HostSigners:          []gliderssh.Signer{cfg.HostKey},
 		PublicKeyHandler:     srv.mayAuthenticate,
 		ConnCallback:         srv.onConn,
@@ -187,6 +191,15 @@ func New(cfg Config) (*Server, error) {
 		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{},
 	}
 	return srv, nil
+}
+
+// bannerSoftware is the banner's softwareversion: the product, and the
+// version when there is one.
+func bannerSoftware(version string) string {
+	if version == "" {
+		return "aptl-kali-capture"
+	}
+	return "aptl-kali-capture_" + version
 }
 
 // Serve accepts connections on ln until Shutdown or Close. Each one is

@@ -250,3 +250,17 @@ func TestParseServeConfigLogLevel(t *testing.T) {
 		t.Errorf("err = %v, want %q", err, want)
 	}
 }
+
+// TestShellQuote: the printed ssh command survives paths with spaces and
+// quotes when pasted into a shell.
+func TestShellQuote(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"/home/you/aptl-dev/state/client_ed25519", "/home/you/aptl-dev/state/client_ed25519"},
+		{"/home/you/My Labs/client", "'/home/you/My Labs/client'"},
+		{"it's", `'it'\''s'`},
+	} {
+		if got := shellQuote(tt.in); got != tt.want {
+			t.Errorf("shellQuote(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

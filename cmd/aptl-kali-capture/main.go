@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sort"
 
@@ -43,6 +44,13 @@ func main() {
 		usage()
 		os.Exit(exitUsage)
 	}
+	switch os.Args[1] {
+	case "-h", "-help", "--help", "help":
+		usageTo(os.Stdout)
+		os.Exit(exitOK)
+	case "--version", "-version":
+		os.Exit(runVersion(nil))
+	}
 	c, ok := commands[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture: unknown subcommand %q\n", os.Args[1])
@@ -52,15 +60,19 @@ func main() {
 	os.Exit(c.run(os.Args[2:]))
 }
 
-func usage() {
+func usage() { usageTo(os.Stderr) }
+
+// usageTo writes the command's usage: to stdout when asked for (-h,
+// --help, help), to stderr after a usage error.
+func usageTo(w io.Writer) {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintln(os.Stderr, "usage: aptl-kali-capture <subcommand> [flags]")
+	fmt.Fprintln(w, "usage: aptl-kali-capture <subcommand> [flags]\n       aptl-kali-capture help | --help | -h\n       aptl-kali-capture --version")
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(os.Stderr, "Run 'aptl-kali-capture <subcommand> -h' for its flags and environment variables.")
+	fmt.Fprintln(w, "Run 'aptl-kali-capture <subcommand> -h' for its flags and environment variables.")
 }

@@ -103,6 +103,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		MaxTranscriptBytes: cfg.maxTranscript,
 		Algorithms:         cfg.algorithms,
 		Witnesses:          witnesses(pcapSource),
+		Version:            buildVersion(),
 	})
 	if err != nil {
 		return err
@@ -250,8 +251,8 @@ func printNewcomerHelp(out io.Writer, cfg *serveConfig, addr net.Addr, hostKey g
 		return fmt.Errorf("known_hosts: %w", err)
 	}
 	fmt.Fprintf(out, "aptl-kali-capture is recording sessions under %s\n", abs(cfg.root))
-	fmt.Fprintf(out, "Connect with stock OpenSSH:\n\n  ssh -p %d -i %s -o IdentitiesOnly=yes -o UserKnownHostsFile=%s %s@%s\n\n",
-		port, abs(clientKey), abs(kh), cfg.users[0], host)
+	fmt.Fprintf(out, "Connect with stock OpenSSH:\n\n  ssh -p %d -i %s -o IdentitiesOnly=yes -o %s %s\n\n",
+		port, shellQuote(abs(clientKey)), shellQuote("UserKnownHostsFile="+abs(kh)), shellQuote(cfg.users[0]+"@"+host))
 	return nil
 }
 
@@ -290,4 +291,21 @@ func startPcap(src *pcap.Source, addr net.Addr, log *slog.Logger) (state string,
 			log.Warn("pcap: stop the capture engine", "err", err.Error())
 		}
 	}
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but plainly
+// safe characters, so the printed command runs as pasted (a state
+// directory under "My Labs").
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@%+=:,./_-[]", c)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
