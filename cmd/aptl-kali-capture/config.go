@@ -69,6 +69,8 @@ type serveConfig struct {
 	checkOnly bool
 	// settings are every flag's effective value, for --check.
 	settings []setting
+	// unknownEnv are APTL_CAPTURE_* names no setting reads (misspelt).
+	unknownEnv []string
 }
 
 // Defaults for a newcomer on a development machine: loopback only, and
@@ -153,6 +155,7 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 		return nil, err
 	}
 	c.settings = effectiveSettings(e, c)
+	c.unknownEnv = unknownCaptureEnv(e.FlagSet, os.Environ())
 	return c, nil
 }
 

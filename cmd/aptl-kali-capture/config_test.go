@@ -3,6 +3,7 @@
 package main
 
 import (
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -262,5 +263,17 @@ func TestShellQuote(t *testing.T) {
 		if got := shellQuote(tt.in); got != tt.want {
 			t.Errorf("shellQuote(%q) = %s, want %s", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestUnknownCaptureEnv: a misspelt APTL_CAPTURE_* name is reported by
+// name; real settings and other prefixes are not.
+func TestUnknownCaptureEnv(t *testing.T) {
+	e := cliconfig.New("serve", cliconfig.MapLookup(nil), io.Discard)
+	var s string
+	e.String(&s, "listen", "APTL_CAPTURE_LISTEN", "", "x")
+	got := unknownCaptureEnv(e.FlagSet, []string{"APTL_CAPTURE_LISTN=1", "APTL_CAPTURE_LISTEN=x", "APTL_RUN_ID=r", "APTL_CAPTURE_HOSTKEY_HOST=h"})
+	if len(got) != 1 || got[0] != "APTL_CAPTURE_LISTN" {
+		t.Errorf("unknown = %v, want [APTL_CAPTURE_LISTN]", got)
 	}
 }

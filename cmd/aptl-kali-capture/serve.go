@@ -44,6 +44,9 @@ func runServe(args []string) int {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture serve: %v\n", err)
 		return exitUsage
 	}
+	for _, name := range cfg.unknownEnv {
+		fmt.Fprintf(os.Stderr, "aptl-kali-capture serve: warning: %s is not a setting (misspelt?); see 'aptl-kali-capture serve -h'\n", name)
+	}
 	if cfg.checkOnly {
 		printSettings(os.Stdout, os.Stderr, cfg)
 		return exitOK
