@@ -1,0 +1,54 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestReadmeSettingsTable: README.md's configuration table lists exactly
+// the flags of serve (as `serve --check` prints them), each with the
+// environment variable `serve -h` names for it.
+func TestReadmeSettingsTable(t *testing.T) {
+	bin := buildCommand(t)
+	out, err := exec.Command(bin, "serve", "--check").Output()
+	if err != nil {
+		t.Fatalf("serve --check: %v", err)
+	}
+	var flags []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		flags = append(flags, strings.Fields(line)[0])
+	}
+	help, _ := exec.Command(bin, "serve", "-h").CombinedOutput()
+	envOf := map[string]string{}
+	envRE := regexp.MustCompile(`\(env (APTL_CAPTURE_\w+)\)`)
+	for _, entry := range strings.Split(string(help), "\n  -")[1:] {
+		name := strings.Fields(entry)[0]
+		if m := envRE.FindStringSubmatch(entry); m != nil {
+			envOf[name] = m[1]
+		}
+	}
+
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	section = section[strings.Index(section, "## Configuration"):]
+	section = section[:strings.Index(section[3:], "\n## ")+3]
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z-]+)` \\| `(\\w+)` \\|").FindAllStringSubmatch(section, -1) {
+		rows = append(rows, m[1])
+		if envOf[m[1]] != m[2] {
+			t.Errorf("README row --%s names %s; serve -h says %q", m[1], m[2], envOf[m[1]])
+		}
+	}
+	slices.Sort(flags)
+	slices.Sort(rows)
+	if !slices.Equal(flags, rows) {
+		t.Errorf("README settings table lists %v\nserve has %v", rows, flags)
+	}
+}
