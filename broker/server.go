@@ -86,6 +86,8 @@ type Config struct {
 	// Algorithms the server offers; an empty list means the default one
 	// (DefaultAlgorithms), never x/crypto's own defaults.
 	Algorithms Algorithms
+	// PTYEOF is what a client's EOF on a PTY session does (session.go).
+	PTYEOF PTYEOF
 }
 
 func (c *Config) check() error {

@@ -100,6 +100,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		Sync:               cfg.sync,
 		MaxTranscriptBytes: cfg.maxTranscript,
 		Algorithms:         cfg.algorithms,
+		PTYEOF:             cfg.ptyEOF,
 	})
 	if err != nil {
 		return err
