@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -34,10 +35,18 @@ type closeResult struct {
 // decodes its JSON result into res. opts are the scenario's own fields.
 func runScenario(t *testing.T, h *harness, opts map[string]any, res any) {
 	t.Helper()
+	if err := scenario(t, h, opts, res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scenario is runScenario for goroutines other than the test's: it
+// returns the failure instead of ending the test.
+func scenario(t *testing.T, h *harness, opts map[string]any, res any) error {
 	node, modules := nodeClient(t)
 	script, err := filepath.Abs(filepath.Join("node", "scenarios.js"))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	host, port, _ := net.SplitHostPort(h.addr)
 	portN, _ := strconv.Atoi(port)
@@ -52,7 +61,7 @@ func runScenario(t *testing.T, h *harness, opts map[string]any, res any) {
 	optsFile := filepath.Join(t.TempDir(), "scenario.json")
 	data, _ := json.Marshal(opts)
 	if err := os.WriteFile(optsFile, data, 0o600); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -67,11 +76,9 @@ func runScenario(t *testing.T, h *harness, opts map[string]any, res any) {
 		Error string `json:"error"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &status); err != nil || !status.OK {
-		t.Fatalf("scenario %v failed (%v, run: %v): %s\nstderr: %s\nserver log:\n%s", opts["scenario"], err, runErr, status.Error, stderr.String(), h.logs.String())
+		return fmt.Errorf("scenario %v failed (%v, run: %v): %s\nstderr: %s\nserver log:\n%s", opts["scenario"], err, runErr, status.Error, stderr.String(), h.logs.String())
 	}
-	if err := json.Unmarshal(stdout.Bytes(), res); err != nil {
-		t.Fatal(err)
-	}
+	return json.Unmarshal(stdout.Bytes(), res)
 }
 
 // checkClientBytes compares a session's record with what the node client
