@@ -89,11 +89,13 @@ func TestShutdownFinalizesOpenSessions(t *testing.T) {
 // nothing: the broker must block the shell (bounded memory), and once the
 // client reads again every byte arrives and is recorded.
 func TestStalledClientLosesNothing(t *testing.T) {
+	h := newHarness(t)
+	// The 30 s form runs once, on the local adapter; the agent rerun of
+	// this suite (agent_suites_test.go) keeps 10 s.
 	stall := time.Second
 	if slowTests {
-		stall = 30 * time.Second
+		stall = map[bool]time.Duration{true: 30 * time.Second, false: 10 * time.Second}[h.adapter == "local"]
 	}
-	h := newHarness(t)
 	c := h.dial(t)
 	s, err := c.NewSession()
 	if err != nil {
@@ -152,11 +154,13 @@ func openFDs(tb testing.TB) int {
 // shells and exec sessions, on one connection and on fresh ones) and checks
 // that goroutines and fds return to where they started.
 func TestNoLeaksAfterSequentialSessions(t *testing.T) {
+	h := newHarness(t)
+	// 10,000 sessions run once, on the local adapter; the agent rerun of
+	// this suite (agent_suites_test.go) keeps 500.
 	sessions := 60
 	if slowTests {
-		sessions = 10000
+		sessions = map[bool]int{true: 10000, false: 500}[h.adapter == "local"]
 	}
-	h := newHarness(t)
 	warm := h.dial(t)
 	if _, _, err := run(t, warm, nil, "true"); err != nil {
 		t.Fatal(err)
