@@ -338,9 +338,14 @@ func (r *run) copyInput(dst *os.File, closeOnEOF bool) {
 		}
 		if err != nil {
 			// Client EOF: a pipe session's stdin ends. A PTY has no half
-			// close; the shell sees input only when the client sends it.
+			// close; the shell sees input only when the client sends it,
+			// so with PTYEOFHangup the EOF ends the session instead (the
+			// shell's own exit, which also closes the channel and so ends
+			// this read, is not mistaken for one).
 			if closeOnEOF {
 				dst.Close()
+			} else if r.ss.srv.cfg.PTYEOF == PTYEOFHangup && !r.exited.Load() {
+				r.ss.stop(errClientEOF)
 			}
 			return
 		}
@@ -453,6 +458,13 @@ func (r *run) deliveredTotal() int64 {
 func (r *run) closeCause(werr error) *closeCause {
 	var c *closeCause
 	if errors.As(context.Cause(r.ss.ctx), &c) {
+		// The channel's Read reports EOF alike for an EOF, a close and a
+		// dead connection. Only a client still there, its request stream
+		// open, sent an EOF; the stream ends within microseconds of a
+		// close, long before the hung-up shell has exited and drained.
+		if c == errClientEOF && r.ss.requestsEnded.Load() {
+			return errClientClosed
+		}
 		return c
 	}
 	if r.ss.ctx.Err() != nil {

@@ -105,6 +105,8 @@ type Config struct {
 	// Witnesses are recorded beside each session's terminal, in its chain
 	// (recorder/witness.go): the pcap class when selected.
 	Witnesses []recorder.WitnessSource
+	// PTYEOF is what a client's EOF on a PTY session does (session.go).
+	PTYEOF PTYEOF
 }
 
 func (c *Config) check() error {

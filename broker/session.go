@@ -52,6 +52,9 @@ type session struct {
 
 	// run is published by start; nil until the shell or exec started.
 	run atomic.Pointer[run]
+	// requestsEnded is set once the channel's request stream has ended: the
+	// client closed the channel or the connection died (see closeCause).
+	requestsEnded atomic.Bool
 }
 
 func (srv *Server) handleSession(_ *gliderssh.Server, conn *gossh.ServerConn, newChan gossh.NewChannel, ctx gliderssh.Context) {
@@ -85,6 +88,7 @@ func (srv *Server) handleSession(_ *gliderssh.Server, conn *gossh.ServerConn, ne
 	go ss.terminateOnDone()
 
 	ss.serveRequests(reqs)
+	ss.requestsEnded.Store(true)
 	// The request stream ends when the client closes the channel or the
 	// connection dies, or after finish closed it. In the first two cases the
 	// shell is hung up and the record says the client closed.
@@ -316,6 +320,7 @@ func (c *closeCause) Error() string {
 const (
 	reasonShellExited  = vocab.CloseShellExited
 	reasonClientClosed = vocab.CloseClientClosed
+	reasonClientEOF    = vocab.CloseClientEOF // EOF on a PTY session with PTYEOFHangup
 	reasonLauncherLost = vocab.CloseLauncherLost
 	reasonShutdown     = vocab.CloseSidecarShutdown
 	reasonIOError      = vocab.CloseIOError
@@ -327,9 +332,45 @@ const (
 
 var (
 	errClientClosed = &closeCause{reason: reasonClientClosed}
+	errClientEOF    = &closeCause{reason: reasonClientEOF}
 	errShutdown     = &closeCause{reason: reasonShutdown, msg: "server shutting down; session recorded and closed"}
 	errRefused      = &closeCause{reason: reasonRefused}
 )
+
+// PTYEOF is what the client's EOF (SSH_MSG_CHANNEL_EOF) does to a PTY
+// session. A PTY has no half close, so the shell never sees it either way;
+// without a PTY the EOF always closes the process's stdin.
+type PTYEOF int
+
+const (
+	// PTYEOFIgnore is OpenSSH's behaviour: sshd keeps a second descriptor
+	// of the master, so the EOF changes nothing and the session lasts until
+	// the client closes the channel or the shell exits.
+	PTYEOFIgnore PTYEOF = iota
+	// PTYEOFHangup hangs the shell up exactly as a client close does, with
+	// close reason client-eof. The channel stays open until the record is
+	// finalized, so a client that sends EOF and waits for the channel's
+	// close (node ssh2's shell.end()) knows the record is complete.
+	PTYEOFHangup
+)
+
+// ParsePTYEOF reads the setting's spelling: "ignore" or "hangup".
+func ParsePTYEOF(s string) (PTYEOF, error) {
+	switch s {
+	case "ignore":
+		return PTYEOFIgnore, nil
+	case "hangup":
+		return PTYEOFHangup, nil
+	}
+	return PTYEOFIgnore, fmt.Errorf("%q is neither ignore nor hangup", s)
+}
+
+func (m PTYEOF) String() string {
+	if m == PTYEOFHangup {
+		return "hangup"
+	}
+	return "ignore"
+}
 
 // userError is a start failure whose msg may be shown to the client.
 type userError struct {

@@ -187,7 +187,7 @@ func replay(tb testing.TB, dir, stream string) []byte {
 		tb.Skip("scriptreplay (util-linux, Debian bsdutils) not installed")
 	}
 	cmd := exec.Command(bin, "-T", filepath.Join(dir, "pty", "timing"), "-B", filepath.Join(dir, "pty", "typescript"),
-		"--stream", stream, "--cr-mode", "never", "-m", "0")
+		"--stream", stream, "--cr-mode", "never", "-m", "0.0001") // -m 0 would mean no maximum: real time
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -101,11 +101,13 @@ func TestStalledClientLosesNothing(t *testing.T) { testStalledClientLosesNothing
 // testStalledClientLosesNothing is TestStalledClientLosesNothing with extra harness options (agent_suites_test.go runs it
 // with the agent adapter).
 func testStalledClientLosesNothing(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
+	// The 30 s form runs once, on the local adapter; the agent rerun of
+	// this suite (agent_suites_test.go) keeps 10 s.
 	stall := time.Second
 	if slowTests {
-		stall = 10 * time.Second
+		stall = map[bool]time.Duration{true: 30 * time.Second, false: 10 * time.Second}[h.adapter == "local"]
 	}
-	h := newHarness(t, opts...)
 	c := h.dial(t)
 	s, err := c.NewSession()
 	if err != nil {
@@ -168,11 +170,14 @@ func TestNoLeaksAfterSequentialSessions(t *testing.T) { testNoLeaksAfterSequenti
 // testNoLeaksAfterSequentialSessions is TestNoLeaksAfterSequentialSessions with extra harness options (agent_suites_test.go runs it
 // with the agent adapter).
 func testNoLeaksAfterSequentialSessions(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
+	// 2,000 sessions run once, on the local adapter; the agent rerun of
+	// this suite (agent_suites_test.go) keeps 500. (10,000 took 109 s on
+	// an idle 2-core machine, over 10 minutes on a loaded one.)
 	sessions := 60
 	if slowTests {
-		sessions = 500
+		sessions = map[bool]int{true: 2000, false: 500}[h.adapter == "local"]
 	}
-	h := newHarness(t, opts...)
 	warm := h.dial(t)
 	if _, _, err := run(t, warm, nil, "true"); err != nil {
 		t.Fatal(err)
@@ -180,6 +185,10 @@ func testNoLeaksAfterSequentialSessions(t *testing.T, opts ...harnessOption) {
 	warm.Close()
 	h.waitIdle(t)
 	baseG, baseFD := runtime.NumGoroutine(), openFDs(t)
+	var baseMem, endMem runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&baseMem)
+	started := time.Now()
 
 	var c *gossh.Client
 	for i := 0; i < sessions; i++ {
@@ -209,6 +218,10 @@ func testNoLeaksAfterSequentialSessions(t *testing.T, opts ...harnessOption) {
 	waitFor(t, 10*time.Second, "goroutines and fds back to baseline", func() bool {
 		return runtime.NumGoroutine() <= baseG && openFDs(t) <= baseFD
 	})
+	runtime.GC()
+	runtime.ReadMemStats(&endMem)
+	t.Logf("%d sessions in %v: goroutines %d -> %d, fds %d -> %d, heap in use %d -> %d KiB",
+		sessions, time.Since(started).Round(time.Second), baseG, runtime.NumGoroutine(), baseFD, openFDs(t), baseMem.HeapInuse>>10, endMem.HeapInuse>>10)
 }
 
 // TestBackgroundJobHoldingTerminal: the shell exits while a job it started

@@ -65,6 +65,8 @@ type serveConfig struct {
 	pcapLimits pcap.Limits
 	// algorithms are the effective transport lists (--kex, --ciphers, --macs).
 	algorithms broker.Algorithms
+	// ptyEOF (--pty-eof) is what a client's EOF on a PTY session does.
+	ptyEOF broker.PTYEOF
 	// checkOnly (--check) validates and prints the settings instead of serving.
 	checkOnly bool
 	// settings are every flag's effective value, for --check.
@@ -115,6 +117,10 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	e.String(&syncMode, "sync", "APTL_CAPTURE_SYNC", "interval", "record durability: interval (fsync within 1 s or 1 MiB) or strict (fsync each chunk before the client gets it)")
 	e.Int(&maxMB, "max-transcript-mb", "APTL_CAPTURE_MAX_TRANSCRIPT_MB", 0, "bytes a typescript stores, in MiB (0: no cap); later data is digested and counted, not stored")
 	applyClasses := bindClassFlags(e, c)
+	// --pty-eof: ignore (OpenSSH's behaviour) or hangup (node ssh2's
+	// shell.end() then finalizes the record before the channel closes).
+	var ptyEOF string
+	e.String(&ptyEOF, "pty-eof", "APTL_CAPTURE_PTY_EOF", broker.PTYEOFIgnore.String(), "what a client's EOF on a PTY session does: ignore (as sshd) or hangup (hang the shell up and finalize the record, close reason client-eof)")
 	// Transport algorithms, in OpenSSH's list syntax (broker.ApplyAlgorithmSpec).
 	algSpecs := algorithmFlags(e)
 	e.FlagSet.BoolVar(&c.checkOnly, "check", false, "check the settings, print the effective ones (name value per line) and exit")
@@ -143,6 +149,9 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 		c.sync = recorder.SyncStrict
 	default:
 		return nil, e.SettingError("sync", "%q is neither interval nor strict", syncMode)
+	}
+	if c.ptyEOF, err = broker.ParsePTYEOF(ptyEOF); err != nil {
+		return nil, e.SettingError("pty-eof", "%v", err)
 	}
 	if maxMB < 0 || maxMB > 1<<20 {
 		return nil, e.SettingError("max-transcript-mb", "out of range")

@@ -107,6 +107,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		Algorithms:         cfg.algorithms,
 		Witnesses:          witnesses(pcapSource),
 		Version:            buildVersion(),
+		PTYEOF:             cfg.ptyEOF,
 	})
 	if err != nil {
 		return err

@@ -87,8 +87,11 @@ const ReasonControlLimit = "control-event-limit"
 
 // Close reasons: the value of HeaderCloseReason.
 const (
-	CloseShellExited     = "shell-exited"
-	CloseClientClosed    = "client-closed"
+	CloseShellExited  = "shell-exited"
+	CloseClientClosed = "client-closed"
+	// CloseClientEOF: the client's EOF on a PTY session hung the shell up
+	// (--pty-eof hangup).
+	CloseClientEOF       = "client-eof"
 	CloseSidecarShutdown = "sidecar-shutdown"
 	CloseLauncherLost    = "launcher-lost"
 	CloseIOError         = "io-error"
@@ -98,7 +101,7 @@ const (
 
 // CloseReasons lists every close reason, in the README's order.
 var CloseReasons = []string{
-	CloseShellExited, CloseClientClosed, CloseSidecarShutdown,
+	CloseShellExited, CloseClientClosed, CloseClientEOF, CloseSidecarShutdown,
 	CloseLauncherLost, CloseIOError, CloseLaunchFailed,
 }
 
