@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -376,11 +377,7 @@ func (r *run) resize(w window) (bool, error) {
 	return true, nil
 }
 
-func (r *run) signal(name string) (bool, error) {
-	sig, ok := launch.SignalByName(name)
-	if !ok {
-		return false, fmt.Errorf("signal %s: not an RFC 4254 signal name", logSafe(name))
-	}
+func (r *run) signal(name string, sig syscall.Signal) (bool, error) {
 	if err := r.proc.Signal(sig); err != nil {
 		return false, fmt.Errorf("signal %s: %w", name, err)
 	}

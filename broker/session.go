@@ -14,6 +14,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/ratelog"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/launch"
 )
 
 // Upstream gliderlabs/ssh's session handler rewrites "\n" to "\r\n" in
@@ -133,8 +134,9 @@ func (ss *session) serveRequests(reqs <-chan *gossh.Request) {
 		}
 		req.Reply(ok, nil)
 		// An accepted window change is in the record as a resize, an
-		// accepted shell or exec was recorded by start.
-		if !ok || (req.Type != "window-change" && req.Type != "shell" && req.Type != "exec") {
+		// accepted shell or exec was recorded by start, an accepted signal
+		// by handleSignal before it was delivered.
+		if !ok || (req.Type != "window-change" && req.Type != "shell" && req.Type != "exec" && req.Type != "signal") {
 			ss.event(vocab.TypeRequest, requestAttrs(req.Type, req.Payload, ok, err))
 		}
 		// A refused shell or exec was accepted (see handleStart): the reason
@@ -283,7 +285,16 @@ func (ss *session) handleSignal(payload []byte, r *run) (bool, error) {
 	if r == nil {
 		return false, errNotStarted
 	}
-	return r.signal(name)
+	sig, ok := launch.SignalByName(name)
+	if !ok {
+		return false, fmt.Errorf("signal %s: not an RFC 4254 signal name", logSafe(name))
+	}
+	// Record before delivering, as bytes are recorded before they are
+	// forwarded: a signal that ends the process ends the record too, and
+	// written afterwards it would find the record closed and be lost
+	// (serveRequests records the refusal if delivery fails).
+	ss.event(vocab.TypeRequest, requestAttrs("signal", payload, true, nil))
+	return r.signal(name, sig)
 }
 
 // refuse tells the client why its session cannot run, on stderr. The text
