@@ -396,12 +396,12 @@ func DecodeSpawn(b []byte) (SpawnMsg, error) {
 	m := SpawnMsg{Mode: d.u32(), User: d.str(maxNameField), Term: d.str(maxNameField), Command: d.str(maxCommandField)}
 	n := d.u32()
 	if n > maxEnvEntries {
-		return m, Protocolf("spawn frame: %d env entries, at most %d", n, maxEnvEntries)
+		return SpawnMsg{}, Protocolf("spawn frame: %d env entries, at most %d", n, maxEnvEntries)
 	}
 	for i := uint32(0); i < n && d.err == nil; i++ {
 		m.Env = append(m.Env, d.str(maxEnvEntryField))
 	}
-	return m, d.end()
+	return decoded(m, &d)
 }
 
 func (m StartedMsg) Encode() []byte {
@@ -419,7 +419,7 @@ func DecodeStarted(b []byte) (StartedMsg, error) {
 	d := decoder{b: b, what: "started"}
 	m := StartedMsg{User: d.str(maxNameField), UID: d.u32(), GID: d.u32(),
 		Home: d.str(MaxTextField), Shell: d.str(MaxTextField), Note: d.str(MaxTextField)}
-	return m, d.end()
+	return decoded(m, &d)
 }
 
 func (m ExitMsg) Encode() []byte {
@@ -433,7 +433,7 @@ func (m ExitMsg) Encode() []byte {
 func DecodeExit(b []byte) (ExitMsg, error) {
 	d := decoder{b: b, what: "exit"}
 	m := ExitMsg{Code: d.u32(), Signal: d.u32(), Core: d.u32()}
-	return m, d.end()
+	return decoded(m, &d)
 }
 
 func (m ErrorMsg) Encode() []byte {
@@ -446,7 +446,7 @@ func (m ErrorMsg) Encode() []byte {
 func DecodeError(b []byte) (ErrorMsg, error) {
 	d := decoder{b: b, what: "error"}
 	m := ErrorMsg{Code: d.str(maxNameField), Message: d.str(MaxTextField)}
-	return m, d.end()
+	return decoded(m, &d)
 }
 
 func EncodeSignal(name string) []byte {
@@ -457,8 +457,7 @@ func EncodeSignal(name string) []byte {
 
 func DecodeSignal(b []byte) (string, error) {
 	d := decoder{b: b, what: "signal"}
-	name := d.str(maxNameField)
-	return name, d.end()
+	return decoded(d.str(maxNameField), &d)
 }
 
 func Truncate(s string, n int) string {
@@ -514,6 +513,16 @@ func (d *decoder) str(max int) string {
 	s := string(d.b[:n])
 	d.b = d.b[n:]
 	return s
+}
+
+// decoded returns m when d read a whole, valid body, and the zero value
+// otherwise: a receiver never holds fields of a body it refused.
+func decoded[M any](m M, d *decoder) (M, error) {
+	if err := d.end(); err != nil {
+		var zero M
+		return zero, err
+	}
+	return m, nil
 }
 
 func (d *decoder) end() error {
