@@ -257,11 +257,11 @@ func parseRecord(line []byte) (integrity.Record, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return r, fmt.Errorf("record does not parse: %v", err)
+		return integrity.Record{}, fmt.Errorf("record does not parse: %v", err)
 	}
 	canon, err := json.Marshal(r)
 	if err != nil || !bytes.Equal(canon, line) {
-		return r, errors.New("record is not in the form the sidecar writes (bytes added or rearranged)")
+		return integrity.Record{}, errors.New("record is not in the form the sidecar writes (bytes added or rearranged)")
 	}
 	return r, nil
 }
