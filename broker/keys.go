@@ -247,7 +247,8 @@ func parseAuthorizedKeys(data []byte) (*AuthorizedKeys, error) {
 	return ak, nil
 }
 
-// HostKeyFile is the host key's name in the state directory (DESIGN §3.7).
+// HostKeyFile is the host key's name in the state directory (README.md,
+// "Configuration", --state-dir).
 const HostKeyFile = "ssh_host_ed25519_key"
 
 // LoadOrCreateKey returns the ed25519 private key at path, generating it

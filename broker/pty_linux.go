@@ -32,7 +32,8 @@ func (r *run) openEnds(spec *launch.Spec) ([]*os.File, error) {
 }
 
 // openPTY allocates the session's pair in the sidecar's own devpts, so the
-// master never passes through the workload (DESIGN §3.5). The terminal
+// master never passes through the workload (docs/ARCHITECTURE.md, "The
+// launch boundary"). The terminal
 // modes and size are applied to the slave before anything runs on it. It
 // returns the slave; the master stays in r.
 func (r *run) openPTY(req *ptyRequest) (slaves []*os.File, err error) {

@@ -449,7 +449,8 @@ func (srv *Server) recorderOptions() recorder.Options {
 	return recorder.Options{Signer: srv.cfg.HostKey, Sync: srv.cfg.Sync, MaxBytes: srv.cfg.MaxTranscriptBytes, Witnesses: srv.cfg.Witnesses}
 }
 
-// nextAnonID returns a fresh generated session id (DESIGN §3.2).
+// nextAnonID returns a fresh generated session id, for a session that
+// supplied none or an invalid one (README.md, "What a session leaves").
 func (srv *Server) nextAnonID() string {
 	return fmt.Sprintf("anon-%d-%d", time.Now().Unix(), srv.anonSeq.Add(1))
 }

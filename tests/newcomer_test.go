@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,7 +17,7 @@ import (
 func buildCommand(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "aptl-kali-capture")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin := goTool(t)
 	out, err := exec.Command(gobin, "build", "-o", bin, "../cmd/aptl-kali-capture").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -85,7 +84,7 @@ func TestNewcomerDefaults(t *testing.T) {
 
 // TestServeClearsBlockedSignalMask starts the server with SIGUSR1, SIGUSR2
 // and SIGINT blocked, as some supervisors do: session processes must still
-// start with an empty signal mask (DESIGN §3.1). The Go runtime unblocks the
+// start with an empty signal mask (internal/login/sigmask_linux.go). The Go runtime unblocks the
 // signals the server itself handles (SIGINT here), not the others, which a
 // session would otherwise inherit.
 func TestServeClearsBlockedSignalMask(t *testing.T) {
