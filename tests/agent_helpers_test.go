@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,16 +20,22 @@ import (
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 )
 
+// goTool returns the go command's path: go test puts its own GOROOT/bin
+// first on the test's PATH.
+func goTool(tb testing.TB) string {
+	tb.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		tb.Skip("the go tool is needed to build the test binaries")
+	}
+	return gobin
+}
+
 // buildAgent builds cmd/aptl-launch-agent as the workload gets it: static
 // (CGO_ENABLED=0), and checks that the result has no ELF interpreter.
 func buildAgent(tb testing.TB) string {
 	tb.Helper()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		if gobin, err = exec.LookPath("go"); err != nil {
-			tb.Skip("the go tool is needed to build aptl-launch-agent")
-		}
-	}
+	gobin := goTool(tb)
 	out := filepath.Join(tb.TempDir(), "aptl-launch-agent")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,7 +67,7 @@ func buildWireClient(t *testing.T) string {
 	out := filepath.Join(dir, "wireclient")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", out, "./clients/wireclient")
+	cmd := exec.CommandContext(ctx, goTool(t), "build", "-o", out, "./clients/wireclient")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build wireclient: %v\n%s", err, msg)

@@ -97,7 +97,7 @@ func TestAgentAdapterRobustness(t *testing.T) {
 // ends any process Launch returned, and returns Launch's error.
 func launchAgainstFake(t *testing.T, fake func(*testing.T, *net.UnixConn)) error {
 	t.Helper()
-	p, err, fakeDone := startAgainstFake(t, fake)
+	p, fakeDone, err := startAgainstFake(t, fake)
 	<-fakeDone
 	if err == nil {
 		p.Hangup()
@@ -108,7 +108,7 @@ func launchAgainstFake(t *testing.T, fake func(*testing.T, *net.UnixConn)) error
 
 // startAgainstFake is launchAgainstFake without the waiting: fake runs on
 // (fakeDone is closed when it returns) while the caller uses the process.
-func startAgainstFake(t *testing.T, fake func(*testing.T, *net.UnixConn)) (launch.Process, error, <-chan struct{}) {
+func startAgainstFake(t *testing.T, fake func(*testing.T, *net.UnixConn)) (launch.Process, <-chan struct{}, error) {
 	t.Helper()
 	sidecar, agentEnd := testutil.SeqpacketPair(t)
 	a := &Agent{socket: "@fake", dialTimeout: time.Second, replyTimeout: 100 * time.Millisecond, exitWait: 200 * time.Millisecond,
@@ -133,7 +133,7 @@ func startAgainstFake(t *testing.T, fake func(*testing.T, *net.UnixConn)) (launc
 	if err != nil {
 		sidecar.Close() // Launch closed it; a no-op that keeps the leak check honest
 	}
-	return p, err, done
+	return p, done, err
 }
 
 // TestAgentProcessRobustness covers the session after "started": what the
@@ -181,7 +181,7 @@ func TestAgentProcessRobustness(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			testutil.LeakCheck(t)
-			p, err, fakeDone := startAgainstFake(t, func(t *testing.T, c *net.UnixConn) {
+			p, fakeDone, err := startAgainstFake(t, func(t *testing.T, c *net.UnixConn) {
 				agentwire.SendRecord(c, testutil.GoodFrame(agentwire.TypeStarted, okStarted, 0))
 				tt.agent(t, c)
 			})

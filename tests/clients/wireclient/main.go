@@ -53,7 +53,8 @@ func dial(socket string, timeout time.Duration) (int, error) {
 		return -1, fmt.Errorf("socket: %w", err)
 	}
 	tv := unix.NsecToTimeval(timeout.Nanoseconds())
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err == nil {
+	err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+	if err == nil {
 		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	}
 	if err == nil {
