@@ -1,5 +1,5 @@
 // Command wireclient is a hand-written client of the launch agent's wire
-// protocol (launch/wire_linux.go), for tests that connect to the agent as a
+// protocol (internal/agentwire/wire_linux.go), for tests that connect to the agent as a
 // process that is not the sidecar: another uid, or a workload process. It
 // speaks the protocol from its documentation, with system calls only, so it
 // shares no code with the adapter it impersonates.
