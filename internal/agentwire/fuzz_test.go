@@ -182,6 +182,7 @@ func plantFDs(t *testing.T, oob []byte) (n int, planted map[int]bool, bad bool) 
 			continue
 		}
 		rights++
+		bad = bad || len(m.Data)%4 != 0
 		if n += len(m.Data) / 4; n > 64 {
 			for fd := range planted {
 				unix.Close(fd)

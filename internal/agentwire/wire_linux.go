@@ -257,6 +257,13 @@ func parseRights(oob []byte) ([]*os.File, error) {
 			bad = Protocolf("unexpected control message %d/%d", m.Header.Level, m.Header.Type)
 			continue
 		}
+		// unix.ParseUnixRights indexes past its result (a panic) when the
+		// data is not whole 4-byte fds; the kernel never writes such a
+		// message, but take the whole fds, so they get closed, and refuse.
+		if whole := len(m.Data) &^ 3; whole != len(m.Data) {
+			bad = Protocolf("SCM_RIGHTS of %d bytes, not whole fds", len(m.Data))
+			m.Data = m.Data[:whole]
+		}
 		fds, err := unix.ParseUnixRights(&m)
 		if err != nil {
 			bad = Protocolf("SCM_RIGHTS: %v", err)
