@@ -6,8 +6,6 @@
 package examine_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
@@ -37,13 +36,7 @@ var (
 func signer(t *testing.T) gossh.Signer {
 	t.Helper()
 	reconcileSignerOnce.Do(func() {
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			panic(err)
-		}
-		if reconcileSigner, err = gossh.NewSignerFromKey(priv); err != nil {
-			panic(err)
-		}
+		reconcileSigner = testutil.NewSigner()
 	})
 	return reconcileSigner
 }

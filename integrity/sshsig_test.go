@@ -1,8 +1,6 @@
 package integrity
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,19 +8,13 @@ import (
 	"testing"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 func newSigner(t testing.TB) gossh.Signer {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testutil.NewSigner()
 }
 
 func TestSSHSIGRoundTrip(t *testing.T) {

@@ -1,11 +1,11 @@
 package recorder
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"sync"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 var (
@@ -17,13 +17,7 @@ var (
 // the default durability, no size cap.
 func testOptions() Options {
 	testSignerOnce.Do(func() {
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			panic(err)
-		}
-		if testSigner, err = gossh.NewSignerFromKey(priv); err != nil {
-			panic(err)
-		}
+		testSigner = testutil.NewSigner()
 	})
 	return Options{Signer: testSigner}
 }

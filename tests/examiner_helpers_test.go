@@ -2,8 +2,6 @@ package tests
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -16,6 +14,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
@@ -26,15 +25,7 @@ import (
 
 func newTestSigner(t *testing.T) gossh.Signer {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testutil.NewSigner()
 }
 
 // recordFinalized records a short finalized session with the real
