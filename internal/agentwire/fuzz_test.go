@@ -201,6 +201,9 @@ func plantFDs(t *testing.T, oob []byte) (n int, planted map[int]bool, bad bool) 
 	return n, planted, bad || rights > 1
 }
 
+// seqpacketPair and devNulls are internal/testutil's SeqpacketPair and
+// DevNull: testutil imports this package, so this package's tests cannot
+// import testutil.
 func seqpacketPair(t *testing.T) (a, b *net.UnixConn) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
