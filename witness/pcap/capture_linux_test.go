@@ -29,7 +29,6 @@ type captured struct {
 	files    []string
 	payloads map[string][]string // payload marker -> interfaces it was seen on
 	sshPort  int                 // TCP segments to or from the listener's port
-	tcpSYNs  int
 }
 
 // readCapture decodes every pcap file of a session folder.
