@@ -41,17 +41,35 @@ func newReadiness(path, adapter string, log *slog.Logger) *readiness {
 	return &readiness{path: path, adapter: adapter, log: log, readyAt: time.Now().UTC()}
 }
 
-// set writes the file when the launch state changes. The write is atomic
-// (a temporary file renamed over it), so health never reads half a file.
+// set writes the file when the launch state changes.
 func (r *readiness) set(launchState string) {
 	if launchState == r.launch {
 		return
 	}
 	r.launch = launchState
 	r.log.Info("readiness", "launch", launchState, "adapter", r.adapter)
-	body := fmt.Sprintf("ready_at=%s\npty=%s\npcap=%s\nlaunch=%s\nadapter=%s\n",
-		r.readyAt.Format(time.RFC3339), stateOK, stateDisabled, launchState, r.adapter)
-	tmp, err := os.CreateTemp(filepath.Dir(r.path), ".ready-*")
+	body := fmt.Sprintf("ready_at=%s\nlisten=%s\npty=%s\npcap=%s\nlaunch=%s\nadapter=%s\n",
+		r.readyAt.Format(time.RFC3339Nano), stateOK, stateOK, stateDisabled, launchState, r.adapter)
+	writeReadyFile(r.path, body, r.log)
+}
+
+// Listen states in the readiness file: ok once the SSH listener is open,
+// taken while another process holds its address (cmd/aptl-kali-capture/listen.go).
+const stateTaken = "taken"
+
+// writeListenTaken states that the SSH listen address is held by another
+// process. It has no ready_at: the compose workload's supervisor reads
+// ready_at as "a sidecar is serving" (compose/kali/aptl-agent-supervise).
+func writeListenTaken(path, addr string, log *slog.Logger) {
+	body := fmt.Sprintf("listen=%s\nlisten_addr=%s\nsince=%s\nrecording=no\n",
+		stateTaken, addr, time.Now().UTC().Format(time.RFC3339))
+	writeReadyFile(path, body, log)
+}
+
+// writeReadyFile replaces the readiness file atomically (a temporary file
+// renamed over it), so health never reads half a file.
+func writeReadyFile(path, body string, log *slog.Logger) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ready-*")
 	if err == nil {
 		_, err = tmp.WriteString(body)
 		if cerr := tmp.Close(); err == nil {
@@ -61,14 +79,14 @@ func (r *readiness) set(launchState string) {
 			err = os.Chmod(tmp.Name(), 0o644)
 		}
 		if err == nil {
-			err = os.Rename(tmp.Name(), r.path)
+			err = os.Rename(tmp.Name(), path)
 		}
 		if err != nil {
 			os.Remove(tmp.Name())
 		}
 	}
 	if err != nil {
-		r.log.Warn("readiness file not written", "path", r.path, "err", err.Error())
+		log.Warn("readiness file not written", "path", path, "err", err.Error())
 	}
 }
 

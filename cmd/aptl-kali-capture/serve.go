@@ -50,6 +50,9 @@ func runServe(args []string) int {
 	log := cliconfig.NewLogger(os.Stderr, cfg.logFormat, cfg.logLevel)
 	if err := serve(cfg, log, os.Stdout); err != nil {
 		log.Error("serve failed", "err", err.Error())
+		if errors.Is(err, errPortTaken) {
+			return exitPortTaken
+		}
 		return exitFailure
 	}
 	return exitOK
@@ -100,9 +103,9 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.listen)
+	ln, err := listenSSH(cfg, log)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "adapter", cfg.launch, "root", cfg.root,
 		"host_key", gossh.FingerprintSHA256(hostKey.PublicKey()))
