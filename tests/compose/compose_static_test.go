@@ -69,6 +69,18 @@ func TestComposeChecksFire(t *testing.T) {
 		{"local adapter", "APTL_CAPTURE_LAUNCH", func(d tree) { mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_LAUNCH"] = "local" }},
 		{"PTY EOF not hangup", "APTL_CAPTURE_PTY_EOF", func(d tree) { delete(mapAt(service(d, "kali-capture"), "environment"), "APTL_CAPTURE_PTY_EOF") }},
 		{"agent peer uid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_UID"] = "0" }},
+		{"ready volume writable by the workload", "is not read-only", func(d tree) {
+			service(d, "kali")["volumes"] = []any{"kali_capture_ready:/run/aptl-sidecar"}
+		}},
+		{"supervisor does not read the readiness file", "readiness file not shared", func(d tree) {
+			delete(mapAt(service(d, "kali"), "environment"), "APTL_AGENT_SIDECAR_READY_FILE")
+		}},
+		{"readiness file off the shared volume", "readiness file not shared", func(d tree) {
+			mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_READY_FILE"] = "/run/aptl-kali-capture-ready"
+		}},
+		{"orphan exit off", "APTL_AGENT_EXIT_WHEN_ORPHANED", func(d tree) {
+			delete(mapAt(service(d, "kali"), "environment"), "APTL_AGENT_EXIT_WHEN_ORPHANED")
+		}},
 		{"workload service missing", "are required", func(d tree) { delete(mapAt(d, "services"), "kali") }},
 	}
 	for _, m := range mutations {
