@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/launch"
@@ -128,12 +129,13 @@ func (r *readiness) watchLaunch(ctx context.Context, p prober, every time.Durati
 }
 
 // startReadiness writes the readiness file and, for the agent adapter,
-// keeps it current. The returned function stops that and withdraws it.
+// keeps it current. The returned function stops that and withdraws it; it
+// may be called more than once (at the signal, and deferred).
 func startReadiness(cfg *serveConfig, probe prober, log *slog.Logger) (stop func()) {
 	ready := newReadiness(cfg.readyFile, cfg.launch, log)
 	if probe == nil {
 		ready.set(stateOK)
-		return ready.remove
+		return sync.OnceFunc(ready.remove)
 	}
 	// The workload may start after the sidecar: serve anyway, degraded, and
 	// refuse sessions (with a record) until the agent answers.
@@ -143,11 +145,11 @@ func startReadiness(cfg *serveConfig, probe prober, log *slog.Logger) (stop func
 		defer close(done)
 		ready.watchLaunch(ctx, probe, cfg.agentProbe)
 	}()
-	return func() {
+	return sync.OnceFunc(func() {
 		cancel()
 		<-done
 		ready.remove()
-	}
+	})
 }
 
 // newLauncher builds the configured adapter; the agent's also gets a

@@ -113,13 +113,14 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if probe != nil {
 		log.Info("launch agent", "socket", cfg.agentSocket)
 	}
-	defer startReadiness(cfg, probe, log)()
+	withdraw := startReadiness(cfg, probe, log)
+	defer withdraw()
 	if clientKey != "" {
 		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey); err != nil {
 			return err
 		}
 	}
-	return serveUntilSignal(srv, ln, cfg, log)
+	return serveUntilSignal(srv, ln, cfg, withdraw, log)
 }
 
 // logAlgorithms states the transport algorithms offered, as the library
@@ -135,8 +136,11 @@ func logAlgorithms(log *slog.Logger, algs broker.Algorithms) {
 }
 
 // serveUntilSignal serves until SIGTERM or SIGINT, then shuts down so that
-// every open session's record is finalized ("sidecar-shutdown").
-func serveUntilSignal(srv *broker.Server, ln net.Listener, cfg *serveConfig, log *slog.Logger) error {
+// every open session's record is finalized ("sidecar-shutdown"). Readiness
+// is withdrawn at the signal, not after the (up to --shutdown-grace long)
+// shutdown: the compose workload's supervisor reads its absence as "this
+// sidecar is stopping" (compose/kali/aptl-agent-supervise).
+func serveUntilSignal(srv *broker.Server, ln net.Listener, cfg *serveConfig, withdrawReadiness func(), log *slog.Logger) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -148,6 +152,7 @@ func serveUntilSignal(srv *broker.Server, ln net.Listener, cfg *serveConfig, log
 	case sig := <-sigs:
 		log.Info("shutting down", "signal", sig.String(), "open_sessions", srv.ActiveSessions())
 	}
+	withdrawReadiness()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
