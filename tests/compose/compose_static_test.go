@@ -81,6 +81,10 @@ func TestComposeChecksFire(t *testing.T) {
 		{"orphan exit off", "APTL_AGENT_EXIT_WHEN_ORPHANED", func(d tree) {
 			delete(mapAt(service(d, "kali"), "environment"), "APTL_AGENT_EXIT_WHEN_ORPHANED")
 		}},
+		{"workload killed before a new sidecar serves", "stop_grace_period", func(d tree) { delete(service(d, "kali"), "stop_grace_period") }},
+		{"supervisor waits longer than the grace", "stop_grace_period", func(d tree) {
+			mapAt(service(d, "kali"), "environment")["APTL_AGENT_STOP_WAIT"] = "30"
+		}},
 		{"workload service missing", "are required", func(d tree) { delete(mapAt(d, "services"), "kali") }},
 	}
 	for _, m := range mutations {

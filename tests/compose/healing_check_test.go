@@ -3,7 +3,9 @@ package compose
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // healingViolations: the pair heals itself after a sidecar restart. The
@@ -33,7 +35,27 @@ func healingViolations(w, s tree) []string {
 		v = append(v, fmt.Sprintf("readiness file not shared: sidecar writes %q on volume %q, workload's supervisor reads %q on %q",
 			se["APTL_CAPTURE_READY_FILE"], sideVol, we["APTL_AGENT_SIDECAR_READY_FILE"], workVol))
 	}
-	return v
+	return append(v, stopGraceViolations(w, we)...)
+}
+
+// stopGraceViolations: at SIGTERM, with its sidecar stopping too, the
+// supervisor waits for a new sidecar for up to its settle plus wait times
+// (defaults 2 s and 15 s, compose/kali/aptl-agent-supervise); the engine must
+// not SIGKILL it sooner, or the workload's start finds the sidecar stopped
+// again (docker-compose restart).
+func stopGraceViolations(w tree, env map[string]string) []string {
+	seconds := func(name string, def int) int {
+		if n, err := strconv.Atoi(env[name]); err == nil {
+			return n
+		}
+		return def
+	}
+	need := time.Duration(seconds("APTL_AGENT_STOP_SETTLE", 2)+seconds("APTL_AGENT_STOP_WAIT", 15)) * time.Second
+	grace, err := time.ParseDuration(str(w["stop_grace_period"]))
+	if err != nil || grace <= need {
+		return []string{fmt.Sprintf("workload: stop_grace_period %q must exceed the supervisor's stop settle + wait (%v)", str(w["stop_grace_period"]), need)}
+	}
+	return nil
 }
 
 // volumeOf names the mounted volume a file lies on and the file's path
