@@ -85,6 +85,12 @@ func TestComposeChecksFire(t *testing.T) {
 		{"supervisor waits longer than the grace", "stop_grace_period", func(d tree) {
 			mapAt(service(d, "kali"), "environment")["APTL_AGENT_STOP_WAIT"] = "30"
 		}},
+		{"short-form depends_on on the sidecar", "depends_on kali-capture", func(d tree) {
+			service(d, "kali")["depends_on"] = []any{"kali-capture"}
+		}},
+		{"long-form depends_on without restart", "depends_on kali-capture", func(d tree) {
+			service(d, "kali")["depends_on"] = tree{"kali-capture": tree{"condition": "service_started"}}
+		}},
 		{"workload service missing", "are required", func(d tree) { delete(mapAt(d, "services"), "kali") }},
 	}
 	for _, m := range mutations {

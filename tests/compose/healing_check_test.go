@@ -35,7 +35,33 @@ func healingViolations(w, s tree) []string {
 		v = append(v, fmt.Sprintf("readiness file not shared: sidecar writes %q on volume %q, workload's supervisor reads %q on %q",
 			se["APTL_CAPTURE_READY_FILE"], sideVol, we["APTL_AGENT_SIDECAR_READY_FILE"], workVol))
 	}
+	v = append(v, restartOrderViolations(w)...)
 	return append(v, stopGraceViolations(w, we)...)
+}
+
+// restartOrderViolations: Compose v2's `restart` restarts the sidecar
+// before the workload only along a dependency marked `restart: true`. The
+// one network_mode: service:kali-capture implies is; a short-form
+// depends_on on the sidecar replaces it with one that is not, and v2 then
+// restarts both at once (compose/README.md, "Restarts heal themselves").
+func restartOrderViolations(w tree) []string {
+	bad := []string{"workload: depends_on kali-capture without restart: true makes Compose v2 restart both at once; " +
+		"leave it to network_mode's implicit dependency"}
+	switch deps := w["depends_on"].(type) {
+	case []any:
+		for _, d := range deps {
+			if str(d) == "kali-capture" {
+				return bad
+			}
+		}
+	case tree:
+		if dep, ok := deps["kali-capture"]; ok {
+			if long, _ := dep.(tree); long == nil || long["restart"] != true {
+				return bad
+			}
+		}
+	}
+	return nil
 }
 
 // stopGraceViolations: at SIGTERM, with its sidecar stopping too, the
