@@ -28,8 +28,11 @@ echo "build: static binaries" >&2
 (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$stage/" ./cmd/aptl-kali-capture ./cmd/aptl-launch-agent)
 
 # The sidecar's mount points, owned by its uid through COPY --chown.
-mkdir -p "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/var/lib/aptl-kali-capture" "$stage/capture-rootfs/run"
+mkdir -p "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/var/lib/aptl-kali-capture" "$stage/capture-rootfs/run" \
+	"$stage/capture-rootfs/var/lib/aptl-kali-capture-ready"
 chmod 0700 "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/var/lib/aptl-kali-capture" "$stage/capture-rootfs/run"
+# The readiness file's directory: the workload's supervisor (root) reads it.
+chmod 0755 "$stage/capture-rootfs/var/lib/aptl-kali-capture-ready"
 cp "$here/kali/aptl-agent-supervise" "$stage/"
 
 echo "build: $capture_image" >&2

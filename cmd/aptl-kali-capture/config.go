@@ -47,6 +47,7 @@ type serveConfig struct {
 	logFormat      string
 	logLevel       slog.Level
 	shutdownGrace  time.Duration
+	portTakenWait  time.Duration // how long serve retries a taken SSH port before exitPortTaken
 	limits         broker.Limits
 	sync           recorder.SyncMode
 	maxTranscript  int64 // bytes; 0: no cap
@@ -105,6 +106,7 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	e.String(&acceptEnv, "accept-env", "APTL_CAPTURE_ACCEPT_ENV", strings.Join(broker.DefaultAcceptEnv, ","), "env names (or PREFIX*) passed to the session besides APTL_SESSION_ID, APTL_RUN_ID, APTL_TRACE_ID")
 	logging := e.LoggingFlags("APTL_CAPTURE_", "text")
 	e.Duration(&c.shutdownGrace, "shutdown-grace", "APTL_CAPTURE_SHUTDOWN_GRACE", 10*time.Second, "time SIGTERM allows sessions to finalize")
+	e.Duration(&c.portTakenWait, "port-taken-wait", "APTL_CAPTURE_PORT_TAKEN_WAIT", 30*time.Second, "how long to retry a listen address another process holds (readiness listen=taken) before exiting with status 4")
 	e.Int(&lim.MaxAuthTries, "max-auth-tries", "APTL_CAPTURE_MAX_AUTH_TRIES", lim.MaxAuthTries, "authentication attempts per connection")
 	e.Duration(&lim.LoginGrace, "login-grace", "APTL_CAPTURE_LOGIN_GRACE", lim.LoginGrace, "time allowed from connect to authenticated")
 	e.Int(&lim.MaxConns, "max-conns", "APTL_CAPTURE_MAX_CONNS", lim.MaxConns, "open connections")
@@ -217,6 +219,9 @@ func (c *serveConfig) check(e *cliconfig.Flags) error {
 	}
 	if c.shutdownGrace <= 0 {
 		return e.SettingError("shutdown-grace", "must be positive")
+	}
+	if c.portTakenWait < 0 || c.portTakenWait > time.Hour {
+		return e.SettingError("port-taken-wait", "must be between 0 and 1h")
 	}
 	return checkLimits(e, c.limits)
 }

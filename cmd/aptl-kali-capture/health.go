@@ -47,8 +47,8 @@ func runHealth(args []string) int {
 	return exitOK
 }
 
-// checkHealth reads the readiness file and requires pty and launch to be
-// ok, then requires the SSH server to send its version line.
+// checkHealth reads the readiness file, reports a taken listen address
+// with its own message, and requires pty and launch to be ok, then requires the SSH server to send its version line.
 func checkHealth(readyFile, listen string) error {
 	data, err := os.ReadFile(readyFile)
 	if err != nil {
@@ -59,6 +59,9 @@ func checkHealth(readyFile, listen string) error {
 		if k, v, ok := strings.Cut(line, "="); ok {
 			state[k] = v
 		}
+	}
+	if state["listen"] == stateTaken {
+		return fmt.Errorf("not ready: listen=taken: %s is held by another process; sessions are not being recorded", state["listen_addr"])
 	}
 	for _, k := range []string{"pty", "launch"} {
 		if state[k] != stateOK {
@@ -99,7 +102,7 @@ func readyFileOwner(readyFile string, state map[string]string, listen string) (s
 			return "", fmt.Errorf("not ready: %s was written by process %d, which no longer runs", readyFile, pid)
 		}
 	}
-	fileListen := state["listen"]
+	fileListen := state["listen_addr"]
 	switch {
 	case fileListen == "" && listen == "":
 		return defaultListen, nil

@@ -18,6 +18,9 @@ const (
 	exitFailure = 1
 	// exitUsage is a usage error, the same for aptl-launch-agent.
 	exitUsage = cliconfig.ExitUsage
+	// exitPortTaken: serve found its SSH listen address held by another
+	// process for longer than --port-taken-wait (cmd/aptl-kali-capture/listen.go).
+	exitPortTaken = 4
 )
 
 type command struct {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/launch"
@@ -56,17 +57,35 @@ func newReadiness(path, adapter, listen string, log *slog.Logger) *readiness {
 	return &readiness{path: path, adapter: adapter, listen: listen, log: log, readyAt: time.Now().UTC()}
 }
 
-// set writes the file when the launch state changes. The write is atomic
-// (a temporary file renamed over it), so health never reads half a file.
+// set writes the file when the launch state changes.
 func (r *readiness) set(launchState string) {
 	if launchState == r.launch {
 		return
 	}
 	r.launch = launchState
 	r.log.Info("readiness", "launch", launchState, "adapter", r.adapter)
-	body := fmt.Sprintf("ready_at=%s\npty=%s\npcap=%s\nlaunch=%s\nadapter=%s\nlisten=%s\npid=%d\n",
-		r.readyAt.Format(time.RFC3339), stateOK, r.pcap, launchState, r.adapter, r.listen, os.Getpid())
-	tmp, err := os.CreateTemp(filepath.Dir(r.path), ".ready-*")
+	body := fmt.Sprintf("ready_at=%s\nlisten=%s\nlisten_addr=%s\npid=%d\npty=%s\npcap=%s\nlaunch=%s\nadapter=%s\n",
+		r.readyAt.Format(time.RFC3339Nano), stateOK, r.listen, os.Getpid(), stateOK, r.pcap, launchState, r.adapter)
+	writeReadyFile(r.path, body, r.log)
+}
+
+// Listen states in the readiness file: ok once the SSH listener is open,
+// taken while another process holds its address (cmd/aptl-kali-capture/listen.go).
+const stateTaken = "taken"
+
+// writeListenTaken states that the SSH listen address is held by another
+// process. It has no ready_at: the compose workload's supervisor reads
+// ready_at as "a sidecar is serving" (compose/kali/aptl-agent-supervise).
+func writeListenTaken(path, addr string, log *slog.Logger) {
+	body := fmt.Sprintf("listen=%s\nlisten_addr=%s\nsince=%s\nrecording=no\n",
+		stateTaken, addr, time.Now().UTC().Format(time.RFC3339))
+	writeReadyFile(path, body, log)
+}
+
+// writeReadyFile replaces the readiness file atomically (a temporary file
+// renamed over it), so health never reads half a file.
+func writeReadyFile(path, body string, log *slog.Logger) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ready-*")
 	if err == nil {
 		_, err = tmp.WriteString(body)
 		if cerr := tmp.Close(); err == nil {
@@ -76,14 +95,14 @@ func (r *readiness) set(launchState string) {
 			err = os.Chmod(tmp.Name(), 0o644)
 		}
 		if err == nil {
-			err = os.Rename(tmp.Name(), r.path)
+			err = os.Rename(tmp.Name(), path)
 		}
 		if err != nil {
 			os.Remove(tmp.Name())
 		}
 	}
 	if err != nil {
-		r.log.Warn("readiness file not written", "path", r.path, "err", err.Error())
+		log.Warn("readiness file not written", "path", path, "err", err.Error())
 	}
 }
 
@@ -125,13 +144,14 @@ func (r *readiness) watchLaunch(ctx context.Context, p prober, every time.Durati
 }
 
 // startReadiness writes the readiness file and, for the agent adapter,
-// keeps it current. The returned function stops that and withdraws it.
+// keeps it current. The returned function stops that and withdraws it; it
+// may be called more than once (at the signal, and deferred).
 func startReadiness(cfg *serveConfig, listen string, probe prober, pcapState string, log *slog.Logger) (stop func()) {
 	ready := newReadiness(resolveReadyFile(cfg.readyFile, cfg.stateDir), cfg.launch, listen, log)
 	ready.pcap = pcapState
 	if probe == nil {
 		ready.set(stateOK)
-		return ready.remove
+		return sync.OnceFunc(ready.remove)
 	}
 	// The workload may start after the sidecar: serve anyway, degraded, and
 	// refuse sessions (with a record) until the agent answers.
@@ -141,11 +161,11 @@ func startReadiness(cfg *serveConfig, listen string, probe prober, pcapState str
 		defer close(done)
 		ready.watchLaunch(ctx, probe, cfg.agentProbe)
 	}()
-	return func() {
+	return sync.OnceFunc(func() {
 		cancel()
 		<-done
 		ready.remove()
-	}
+	})
 }
 
 // newLauncher builds the configured adapter; the agent's also gets a

@@ -54,6 +54,9 @@ func runServe(args []string) int {
 	log := cliconfig.NewLogger(os.Stderr, cfg.logFormat, cfg.logLevel)
 	if err := serve(cfg, log, os.Stdout); err != nil {
 		log.Error("serve failed", "err", err.Error())
+		if errors.Is(err, errPortTaken) {
+			return exitPortTaken
+		}
 		return exitFailure
 	}
 	return exitOK
@@ -112,9 +115,9 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.listen)
+	ln, err := listenSSH(cfg, log)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "adapter", cfg.launch, "root", cfg.root,
 		"host_key", gossh.FingerprintSHA256(hostKey.PublicKey()))
@@ -124,7 +127,8 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	}
 	pcapState, stopPcap := startPcap(pcapSource, ln.Addr(), log)
 	defer stopPcap()
-	defer startReadiness(cfg, ln.Addr().String(), probe, pcapState, log)()
+	withdraw := startReadiness(cfg, ln.Addr().String(), probe, pcapState, log)
+	defer withdraw()
 	defer startRecovery(pending, hostKey, log)()
 	warnDevClientKey(log, ln.Addr(), clientKey)
 	if clientKey != "" {
@@ -132,7 +136,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 			return err
 		}
 	}
-	return serveUntilSignal(srv, ln, cfg, log)
+	return serveUntilSignal(srv, ln, cfg, withdraw, log)
 }
 
 // startRecovery recovers the listed sessions that need it in the
@@ -175,8 +179,11 @@ func logAlgorithms(log *slog.Logger, algs broker.Algorithms) {
 }
 
 // serveUntilSignal serves until SIGTERM or SIGINT, then shuts down so that
-// every open session's record is finalized ("sidecar-shutdown").
-func serveUntilSignal(srv *broker.Server, ln net.Listener, cfg *serveConfig, log *slog.Logger) error {
+// every open session's record is finalized ("sidecar-shutdown"). Readiness
+// is withdrawn at the signal, not after the (up to --shutdown-grace long)
+// shutdown: the compose workload's supervisor reads its absence as "this
+// sidecar is stopping" (compose/kali/aptl-agent-supervise).
+func serveUntilSignal(srv *broker.Server, ln net.Listener, cfg *serveConfig, withdrawReadiness func(), log *slog.Logger) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -188,6 +195,7 @@ func serveUntilSignal(srv *broker.Server, ln net.Listener, cfg *serveConfig, log
 	case sig := <-sigs:
 		log.Info("shutting down", "signal", sig.String(), "open_sessions", srv.ActiveSessions())
 	}
+	withdrawReadiness()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {

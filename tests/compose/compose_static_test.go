@@ -69,6 +69,28 @@ func TestComposeChecksFire(t *testing.T) {
 		{"local adapter", "APTL_CAPTURE_LAUNCH", func(d tree) { mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_LAUNCH"] = "local" }},
 		{"PTY EOF not hangup", "APTL_CAPTURE_PTY_EOF", func(d tree) { delete(mapAt(service(d, "kali-capture"), "environment"), "APTL_CAPTURE_PTY_EOF") }},
 		{"agent peer uid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_UID"] = "0" }},
+		{"ready volume writable by the workload", "is not read-only", func(d tree) {
+			service(d, "kali")["volumes"] = []any{"kali_capture_ready:/run/aptl-sidecar"}
+		}},
+		{"supervisor does not read the readiness file", "readiness file not shared", func(d tree) {
+			delete(mapAt(service(d, "kali"), "environment"), "APTL_AGENT_SIDECAR_READY_FILE")
+		}},
+		{"readiness file off the shared volume", "readiness file not shared", func(d tree) {
+			mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_READY_FILE"] = "/run/aptl-kali-capture-ready"
+		}},
+		{"orphan exit off", "APTL_AGENT_EXIT_WHEN_ORPHANED", func(d tree) {
+			delete(mapAt(service(d, "kali"), "environment"), "APTL_AGENT_EXIT_WHEN_ORPHANED")
+		}},
+		{"workload killed before a new sidecar serves", "stop_grace_period", func(d tree) { delete(service(d, "kali"), "stop_grace_period") }},
+		{"supervisor waits longer than the grace", "stop_grace_period", func(d tree) {
+			mapAt(service(d, "kali"), "environment")["APTL_AGENT_STOP_WAIT"] = "30"
+		}},
+		{"short-form depends_on on the sidecar", "depends_on kali-capture", func(d tree) {
+			service(d, "kali")["depends_on"] = []any{"kali-capture"}
+		}},
+		{"long-form depends_on without restart", "depends_on kali-capture", func(d tree) {
+			service(d, "kali")["depends_on"] = tree{"kali-capture": tree{"condition": "service_started"}}
+		}},
 		{"workload service missing", "are required", func(d tree) { delete(mapAt(d, "services"), "kali") }},
 	}
 	for _, m := range mutations {

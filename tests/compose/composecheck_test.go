@@ -55,6 +55,7 @@ func composeViolations(data []byte) ([]string, error) {
 	v = append(v, workloadViolations(work)...)
 	v = append(v, sidecarViolations(side)...)
 	v = append(v, pairingViolations(work, side)...)
+	v = append(v, healingViolations(work, side)...)
 	return v, nil
 }
 
@@ -85,7 +86,10 @@ func dockerSocketViolations(name string, s tree) []string {
 	return v
 }
 
-type mount struct{ source, target string }
+type mount struct {
+	source, target string
+	readOnly       bool
+}
 
 // composeMounts reads short ("src:dst[:mode]") and long volume syntax.
 func composeMounts(s tree) []mount {
@@ -97,10 +101,11 @@ func composeMounts(s tree) []mount {
 			if len(parts) == 1 {
 				out = append(out, mount{target: parts[0]})
 			} else {
-				out = append(out, mount{source: parts[0], target: parts[1]})
+				ro := len(parts) > 2 && containsFold(strings.Split(parts[2], ","), "ro")
+				out = append(out, mount{source: parts[0], target: parts[1], readOnly: ro})
 			}
 		case tree:
-			out = append(out, mount{source: withDefaults(str(m["source"])), target: str(m["target"])})
+			out = append(out, mount{source: withDefaults(str(m["source"])), target: str(m["target"]), readOnly: m["read_only"] == true})
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package compose
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,23 +45,34 @@ func TestLiveCompose(t *testing.T) {
 }
 
 func liveNodeSession(t *testing.T, s *liveStack) {
+	out, err := s.node("s-node", strings.Fields(s.hostKey)[1], "echo from-ssh2")
+	if errors.Is(err, errNoNode) {
+		t.Skip(err.Error())
+	}
+	if err != nil || !strings.Contains(out, `"ok":true`) || !strings.Contains(out, "from-ssh2") {
+		t.Fatalf("node ssh2 session: %v\n%s", err, out)
+	}
+}
+
+var errNoNode = errors.New("node or APTL_SSH2_NODE_MODULES (node_modules holding ssh2 1.17) missing")
+
+// node runs one session with the tool servers' client, node ssh2
+// (tests/node/connect.js); hostKey is the pinned key blob, or "unpinned".
+func (s *liveStack) node(session, hostKey, command string) (string, error) {
 	modules := os.Getenv("APTL_SSH2_NODE_MODULES")
 	node, err := exec.LookPath("node")
 	if err != nil || modules == "" {
-		t.Skip("node or APTL_SSH2_NODE_MODULES (node_modules holding ssh2 1.17) missing")
+		return "", errNoNode
 	}
 	opts, _ := json.Marshal(map[string]any{
 		"host": "127.0.0.1", "port": s.port, "username": "kali",
 		"privateKeyPath": filepath.Join(s.dir, "client"),
-		"hostKey":        strings.Fields(s.hostKey)[1],
-		"env":            map[string]string{"APTL_SESSION_ID": "s-node", "APTL_RUN_ID": liveRunID},
-		"command":        "echo from-ssh2",
+		"hostKey":        hostKey,
+		"env":            map[string]string{"APTL_SESSION_ID": session, "APTL_RUN_ID": liveRunID},
+		"command":        command,
 	})
-	out, err := run(t, 60*time.Second, []string{"NODE_PATH=" + modules, "APTL_SSH2_CONNECT=" + string(opts)},
-		node, repoFile(t, "tests/node/connect.js"))
-	if err != nil || !strings.Contains(out, `"ok":true`) || !strings.Contains(out, "from-ssh2") {
-		t.Fatalf("node ssh2 session: %v\n%s", err, out)
-	}
+	return run(s.t, 60*time.Second, []string{"NODE_PATH=" + modules, "APTL_SSH2_CONNECT=" + string(opts)},
+		node, repoFile(s.t, "tests/node/connect.js"))
 }
 
 // rootProbe runs as root (sudo su -) in the workload and prints one line per

@@ -11,7 +11,9 @@
 //   privateKeyPath          the client key (OpenSSH format)
 //   hostKey                 base64 of the server's public key blob (the
 //                           second field of a known_hosts line): required,
-//                           the connection is refused on any other key
+//                           the connection is refused on any other key;
+//                           "unpinned": no hostVerifier, ssh2's default
+//                           (any key accepted: tests of unpinned clients)
 //   env                     env requests for the shell, e.g. APTL_SESSION_ID
 //   command                 the command to run inside the delimiters
 //   algorithms              optional ssh2 `algorithms` (default: ssh2's own)
@@ -93,7 +95,7 @@ function run(o, done) {
     port: o.port,
     username: o.username,
     privateKey: fs.readFileSync(o.privateKeyPath),
-    hostVerifier: (key) => key.toString('base64') === o.hostKey,
+    hostVerifier: o.hostKey === 'unpinned' ? undefined : (key) => key.toString('base64') === o.hostKey,
     algorithms: o.algorithms,
     readyTimeout: o.timeoutMs || 30000,
   });
