@@ -100,7 +100,16 @@ func startStack(t *testing.T) *liveStack {
 	t.Cleanup(s.down)
 	s.compose(2*time.Minute, "up", "-d")
 	s.waitHealthy(60 * time.Second)
-	line := strings.SplitN(mustRun(t, 20*time.Second, nil, "docker", "exec", sidecarName, "aptl-kali-capture", "hostkey", "-host", fmt.Sprintf("[127.0.0.1]:%d", s.port)), "\n", 2)[0]
+	// hostkey prints the known_hosts line alone on stdout, the SHA256
+	// fingerprint on stderr (so `hostkey >> known_hosts` is right).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hk := exec.CommandContext(ctx, "docker", "exec", sidecarName, "aptl-kali-capture", "hostkey", "-host", fmt.Sprintf("[127.0.0.1]:%d", s.port))
+	stdout, err := hk.Output()
+	if err != nil {
+		t.Fatalf("hostkey: %v", err)
+	}
+	line := strings.TrimSpace(string(stdout))
 	fields := strings.Fields(line)
 	if len(fields) != 3 {
 		t.Fatalf("hostkey printed %q, want a known_hosts line", line)
