@@ -178,6 +178,9 @@ func testNoLeaksAfterSequentialSessions(t *testing.T, opts ...harnessOption) {
 	if slowTests {
 		sessions = map[bool]int{true: 2000, false: 500}[h.adapter == "local"]
 	}
+	if n := sequentialSessionsOverride(t); n > 0 {
+		sessions = n
+	}
 	warm := h.dial(t)
 	if _, _, err := run(t, warm, nil, "true"); err != nil {
 		t.Fatal(err)
@@ -189,6 +192,8 @@ func testNoLeaksAfterSequentialSessions(t *testing.T, opts ...harnessOption) {
 	runtime.GC()
 	runtime.ReadMemStats(&baseMem)
 	started := time.Now()
+	t.Logf("start: %d sessions to run; goroutines %d, fds %d, heap in use %d KiB",
+		sessions, baseG, baseFD, baseMem.HeapInuse>>10)
 
 	var c *gossh.Client
 	for i := 0; i < sessions; i++ {
@@ -220,8 +225,23 @@ func testNoLeaksAfterSequentialSessions(t *testing.T, opts ...harnessOption) {
 	})
 	runtime.GC()
 	runtime.ReadMemStats(&endMem)
-	t.Logf("%d sessions in %v: goroutines %d -> %d, fds %d -> %d, heap in use %d -> %d KiB",
+	t.Logf("end: %d sessions in %v: goroutines %d -> %d, fds %d -> %d, heap in use %d -> %d KiB",
 		sessions, time.Since(started).Round(time.Second), baseG, runtime.NumGoroutine(), baseFD, openFDs(t), baseMem.HeapInuse>>10, endMem.HeapInuse>>10)
+}
+
+// sequentialSessionsOverride reads APTL_CAPTURE_SEQUENTIAL_SESSIONS, which
+// sets the session count of TestNoLeaksAfterSequentialSessions (e.g. 10000
+// for the issue-10 measurement); 0 when unset.
+func sequentialSessionsOverride(tb testing.TB) int {
+	v := os.Getenv("APTL_CAPTURE_SEQUENTIAL_SESSIONS")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1_000_000 {
+		tb.Fatalf("APTL_CAPTURE_SEQUENTIAL_SESSIONS=%q: want a whole number from 1 to 1000000", v)
+	}
+	return n
 }
 
 // TestBackgroundJobHoldingTerminal: the shell exits while a job it started
