@@ -107,6 +107,9 @@ type Config struct {
 	Witnesses []recorder.WitnessSource
 	// PTYEOF is what a client's EOF on a PTY session does (session.go).
 	PTYEOF PTYEOF
+	// ClientAlive probes silent connections and closes dead ones
+	// (keepalive.go); the zero value disables it.
+	ClientAlive ClientAlive
 }
 
 func (c *Config) check() error {
@@ -121,6 +124,9 @@ func (c *Config) check() error {
 		return errors.New("broker: no launch adapter")
 	case c.CaptureRoot == "":
 		return errors.New("broker: no capture root")
+	}
+	if c.ClientAlive.Interval < 0 || c.ClientAlive.CountMax < 0 || (c.ClientAlive.Interval > 0 && c.ClientAlive.CountMax == 0) {
+		return fmt.Errorf("broker: client alive interval %v with count max %d: both must be positive to enable it", c.ClientAlive.Interval, c.ClientAlive.CountMax)
 	}
 	if err := c.Algorithms.orDefault().Check(); err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -286,6 +292,12 @@ type connState struct {
 	log      *slog.Logger
 	admitted *gatedConn // the gate's record: unauthenticated until a key is verified
 	sessions atomic.Int32
+
+	// Client alive (keepalive.go): the last read from the client, in Unix
+	// nanoseconds; closed once the connection closes; the loop's start.
+	lastRead  atomic.Int64
+	closed    chan struct{}
+	aliveOnce sync.Once
 }
 
 type connStateKey struct{}
@@ -314,7 +326,8 @@ func (srv *Server) onConn(ctx gliderssh.Context, conn net.Conn) net.Conn {
 		return nil
 	}
 
-	cs := &connState{id: newConnID(), admitted: admitted}
+	cs := &connState{id: newConnID(), admitted: admitted, closed: make(chan struct{})}
+	cs.noteRead()
 	cs.log = srv.log.With("conn", cs.id)
 	ctx.SetValue(connStateKey{}, cs)
 	cs.log.Info("connection opened", "remote", conn.RemoteAddr().String())
@@ -325,17 +338,28 @@ func (srv *Server) onConn(ctx gliderssh.Context, conn net.Conn) net.Conn {
 			conn.Close()
 		}
 	})
-	return &trackedConn{Conn: conn, onClose: func() {
+	return &trackedConn{Conn: conn, onRead: cs.noteRead, onClose: func() {
+		close(cs.closed)
 		grace.Stop()
 		cs.log.Info("connection closed")
 	}}
 }
 
-// trackedConn runs onClose once, on the first Close.
+// trackedConn runs onRead after every read that got bytes, and onClose
+// once, on the first Close.
 type trackedConn struct {
 	net.Conn
 	once    sync.Once
+	onRead  func()
 	onClose func()
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.onRead()
+	}
+	return n, err
 }
 
 func (c *trackedConn) Close() error {

@@ -87,6 +87,7 @@ func (srv *Server) handleSession(_ *gliderssh.Server, conn *gossh.ServerConn, ne
 	}
 	ss.ch = ch
 	go ss.terminateOnDone()
+	srv.startClientAlive(cs, conn)
 
 	ss.serveRequests(reqs)
 	ss.requestsEnded.Store(true)

@@ -2,12 +2,15 @@ package tests
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -158,4 +161,168 @@ func TestFaultSIGKILLWithOpenSessions(t *testing.T) {
 			t.Errorf("%s after SIGKILL: OK=%v finalized=%v anomalies %v, want unfinalized", d, rep.OK(), rep.Finalized, rep.Anomalies)
 		}
 	}
+}
+
+// withClientAlive sets the server's keepalive probing (broker/keepalive.go).
+func withClientAlive(interval time.Duration, countMax int) harnessOption {
+	return func(c *broker.Config) { c.ClientAlive = broker.ClientAlive{Interval: interval, CountMax: countMax} }
+}
+
+// dialFreezingProxy returns a client connection to target through a
+// loopback proxy, and freeze: after it, the proxy forwards nothing more in
+// either direction and closes neither side, so to both ends the connection
+// looks half-open, as when the client's host vanishes without FIN or RST.
+// The sockets are closed at the test's end.
+func dialFreezingProxy(t *testing.T, target string) (client net.Conn, freeze func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := net.Dial("tcp", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen, ended := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() {
+		close(ended)
+		client.Close()
+		accepted.Close()
+		server.Close()
+	})
+	forward := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			select {
+			case <-frozen: // hold the bytes, read no more, close nothing
+				<-ended
+				return
+			default:
+			}
+			if n > 0 {
+				dst.Write(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go forward(server, accepted)
+	go forward(accepted, server)
+	return client, func() { close(frozen) }
+}
+
+// TestFaultClientHalfOpen: the client's connection goes half-open during
+// an output flood (its host gone: no FIN, no RST, nothing answered). With
+// client alive probing (200 ms x 3) the server closes the connection; the
+// record is finalized with client-closed, verifies, and holds every byte
+// the client received.
+func TestFaultClientHalfOpen(t *testing.T) {
+	h := newHarness(t, withClientAlive(200*time.Millisecond, 3))
+	tcp, freeze := dialFreezingProxy(t, h.addr)
+	sc, chans, reqs, err := gossh.NewClientConn(tcp, h.addr, h.clientConfig(h.user, h.client))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := gossh.NewClient(sc, chans, reqs)
+	ss := openShell(t, c, map[string]string{"APTL_SESSION_ID": "halfopen-1"}, 24, 80)
+	ss.send("echo FLOOD_START; seq 1 2000000\n")
+	ss.waitOutput(regexp.MustCompile(`FLOOD_START\r\n(?s:.*)\r\n1000\r\n`))
+	freeze()
+	// 4 intervals of silence, the hangup and the drain; far below the
+	// minutes TCP keepalive would take.
+	waitFor(t, 10*time.Second, "the half-open session finalized", func() bool { return h.srv.ActiveSessions() == 0 })
+	dir := h.sessionDir("_unbound", "halfopen-1")
+	checkFinalized(t, dir, h.hostKey, "client-closed")
+	received := []byte(ss.received.String())
+	if out := replay(t, dir, "out"); !bytes.HasPrefix(out, received) {
+		t.Errorf("the record (%d bytes) does not hold the %d bytes the client received (first difference at %d)", len(out), len(received), firstDiff(out, received))
+	}
+}
+
+// TestClientAliveAnswered: a client that answers the server's keepalive
+// probes keeps its connection however long it stays silent otherwise, also
+// when the answer is a failure (x/crypto and node ssh2 answer unknown
+// global requests so), and OpenSSH answers them too.
+func TestClientAliveAnswered(t *testing.T) {
+	t.Run("x/crypto failure replies", func(t *testing.T) {
+		h := newHarness(t, withClientAlive(100*time.Millisecond, 2))
+		tcp, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, chans, reqs, err := gossh.NewClientConn(tcp, h.addr, h.clientConfig(h.user, h.client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var probes atomic.Int32
+		answered := make(chan *gossh.Request)
+		go func() {
+			for req := range reqs {
+				if req.Type == "keepalive@openssh.com" {
+					probes.Add(1)
+				}
+				req.Reply(false, nil)
+			}
+			close(answered)
+		}()
+		c := gossh.NewClient(sc, chans, answered)
+		defer c.Close()
+		if _, _, err := run(t, c, nil, "true"); err != nil {
+			t.Fatal(err)
+		}
+		// Five probes in a row answered with failure: more than the two
+		// unanswered ones that would close the connection.
+		waitFor(t, 5*time.Second, "five keepalive probes", func() bool { return probes.Load() >= 5 })
+		if out, _, err := run(t, c, nil, "echo still-here"); err != nil || !strings.Contains(out, "still-here") {
+			t.Errorf("connection after answered probes: output %q, err %v", out, err)
+		}
+	})
+	t.Run("node ssh2", func(t *testing.T) {
+		nodeClient(t)
+		h := newHarness(t, withClientAlive(100*time.Millisecond, 2))
+		host, port, _ := net.SplitHostPort(h.addr)
+		portN, _ := strconv.Atoi(port)
+		res := runNodeClient(t, map[string]any{
+			"host": host, "port": portN, "username": h.user, "privateKeyPath": h.clientKey,
+			"hostKey": base64.StdEncoding.EncodeToString(h.hostKey.Marshal()),
+			"env":     map[string]string{"APTL_SESSION_ID": "alive-node"},
+			"command": "sleep 1.5; echo still-here",
+		})
+		if !res.OK || res.Output == nil || *res.Output != "still-here\r\n" {
+			t.Errorf("node ssh2 silent for 15 intervals: %+v", res)
+		}
+		if strings.Contains(h.logs.String(), "client silent") {
+			t.Errorf("server closed a node ssh2 connection that answers keepalives:\n%s", h.logs.String())
+		}
+	})
+	t.Run("OpenSSH", func(t *testing.T) {
+		h := newHarness(t, withClientAlive(100*time.Millisecond, 2))
+		cmd := h.openssh(t, "sleep 1.5; echo still-here")
+		cmd.Env = append(cmd.Env, "APTL_SESSION_ID=alive-ossh")
+		out, err := cmd.CombinedOutput()
+		if exitCode(t, err) != 0 || !strings.Contains(string(out), "still-here") {
+			t.Errorf("ssh silent for 15 intervals: exit %v, output %q", err, out)
+		}
+		if strings.Contains(h.logs.String(), "client silent") {
+			t.Errorf("server closed an OpenSSH connection that answers keepalives:\n%s", h.logs.String())
+		}
+	})
+}
+
+// TestClientAliveNoLeaks is TestNoLeaksAfterSequentialSessions with client
+// alive probing on: each connection's keepalive loop ends when the
+// connection closes. The interval is long so that no loop ends on its own
+// by closing a connection it finds silent.
+func TestClientAliveNoLeaks(t *testing.T) {
+	testNoLeaksAfterSequentialSessions(t, withClientAlive(time.Hour, 3))
 }
