@@ -225,8 +225,9 @@ func testNoLeaksAfterSequentialSessions(t *testing.T, opts ...harnessOption) {
 	})
 	runtime.GC()
 	runtime.ReadMemStats(&endMem)
-	t.Logf("end: %d sessions in %v: goroutines %d -> %d, fds %d -> %d, heap in use %d -> %d KiB",
-		sessions, time.Since(started).Round(time.Second), baseG, runtime.NumGoroutine(), baseFD, openFDs(t), baseMem.HeapInuse>>10, endMem.HeapInuse>>10)
+	t.Logf("end: %d sessions in %v: goroutines %d -> %d, fds %d -> %d, heap in use %d -> %d KiB (the harness keeps the server log in memory: %d KiB)",
+		sessions, time.Since(started).Round(time.Second), baseG, runtime.NumGoroutine(), baseFD, openFDs(t), baseMem.HeapInuse>>10, endMem.HeapInuse>>10,
+		len(h.logs.String())>>10)
 }
 
 // sequentialSessionsOverride reads APTL_CAPTURE_SEQUENTIAL_SESSIONS, which
