@@ -68,6 +68,9 @@ type serveConfig struct {
 	algorithms broker.Algorithms
 	// ptyEOF (--pty-eof) is what a client's EOF on a PTY session does.
 	ptyEOF broker.PTYEOF
+	// clientAlive (--client-alive-interval, --client-alive-count-max)
+	// probes silent connections and closes half-open ones.
+	clientAlive broker.ClientAlive
 	// checkOnly (--check) validates and prints the settings instead of serving.
 	checkOnly bool
 	// settings are every flag's effective value, for --check.
@@ -123,6 +126,9 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	// shell.end() then finalizes the record before the channel closes).
 	var ptyEOF string
 	e.String(&ptyEOF, "pty-eof", "APTL_CAPTURE_PTY_EOF", broker.PTYEOFIgnore.String(), "what a client's EOF on a PTY session does: ignore (as sshd) or hangup (hang the shell up and finalize the record, close reason client-eof)")
+	// OpenSSH's ClientAliveInterval and ClientAliveCountMax (broker/keepalive.go).
+	e.Duration(&c.clientAlive.Interval, "client-alive-interval", "APTL_CAPTURE_CLIENT_ALIVE_INTERVAL", 15*time.Second, "time a connection may stay silent before a keepalive@openssh.com probe (0: never probe)")
+	e.Int(&c.clientAlive.CountMax, "client-alive-count-max", "APTL_CAPTURE_CLIENT_ALIVE_COUNT_MAX", 3, "silent intervals in a row after which the connection is closed (its sessions close as client-closed)")
 	// Transport algorithms, in OpenSSH's list syntax (broker.ApplyAlgorithmSpec).
 	algSpecs := algorithmFlags(e)
 	e.FlagSet.BoolVar(&c.checkOnly, "check", false, "check the settings, print the effective ones (name value per line) and exit")
@@ -222,6 +228,12 @@ func (c *serveConfig) check(e *cliconfig.Flags) error {
 	}
 	if c.portTakenWait < 0 || c.portTakenWait > time.Hour {
 		return e.SettingError("port-taken-wait", "must be between 0 and 1h")
+	}
+	if d := c.clientAlive.Interval; d != 0 && (d < time.Second || d > time.Hour) {
+		return e.SettingError("client-alive-interval", "must be 0 (off) or from 1s to 1h")
+	}
+	if n := c.clientAlive.CountMax; n < 1 || n > 100 {
+		return e.SettingError("client-alive-count-max", "must be from 1 to 100")
 	}
 	return checkLimits(e, c.limits)
 }

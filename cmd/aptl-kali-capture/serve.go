@@ -111,6 +111,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		Witnesses:          witnesses(pcapSource),
 		Version:            buildVersion(),
 		PTYEOF:             cfg.ptyEOF,
+		ClientAlive:        cfg.clientAlive,
 	})
 	if err != nil {
 		return err
