@@ -72,6 +72,10 @@ type run struct {
 	mu sync.Mutex // protects masterClosed and serializes resize with close
 	// masterClosed is set by finish once the master is closed.
 	masterClosed bool
+
+	// hangupOnEOF is set by start for a PTY shell with PTYEOFHangup (see
+	// copyInput); immutable afterwards.
+	hangupOnEOF bool
 }
 
 // output is one stream the copiers move: its source, where it goes, and
@@ -100,7 +104,12 @@ func (ss *session) start(command string, startEvent map[string]string) (err erro
 	if err := ss.ids.refusal(); err != nil {
 		return &userError{msg: err.Error()}
 	}
-	r := &run{ss: ss, done: make(chan struct{})}
+	// --pty-eof hangup applies to PTY shells only (the tool servers'
+	// client.shell then shell.end()). A PTY exec keeps OpenSSH's behaviour:
+	// `ssh -tt host cmd </dev/null` sends EOF at once, and the command must
+	// still run to its end, as under sshd.
+	r := &run{ss: ss, done: make(chan struct{}),
+		hangupOnEOF: ss.srv.cfg.PTYEOF == PTYEOFHangup && ss.pty != nil && command == ""}
 	spec := launch.Spec{User: ss.user, Command: command, Env: ss.env}
 	slaves, err := r.openEnds(&spec)
 	if err != nil {
@@ -339,13 +348,13 @@ func (r *run) copyInput(dst *os.File, closeOnEOF bool) {
 		}
 		if err != nil {
 			// Client EOF: a pipe session's stdin ends. A PTY has no half
-			// close; the shell sees input only when the client sends it,
-			// so with PTYEOFHangup the EOF ends the session instead (the
+			// close; a shell sees input only when the client sends it, so
+			// with PTYEOFHangup the EOF ends a PTY shell instead (the
 			// shell's own exit, which also closes the channel and so ends
 			// this read, is not mistaken for one).
 			if closeOnEOF {
 				dst.Close()
-			} else if r.ss.srv.cfg.PTYEOF == PTYEOFHangup && !r.exited.Load() {
+			} else if r.hangupOnEOF && !r.exited.Load() {
 				r.ss.stop(errClientEOF)
 			}
 			return

@@ -359,8 +359,10 @@ const (
 	// of the master, so the EOF changes nothing and the session lasts until
 	// the client closes the channel or the shell exits.
 	PTYEOFIgnore PTYEOF = iota
-	// PTYEOFHangup hangs the shell up exactly as a client close does, with
-	// close reason client-eof. The channel stays open until the record is
+	// PTYEOFHangup hangs a PTY shell up exactly as a client close does,
+	// with close reason client-eof; a PTY exec ignores the EOF as sshd does
+	// (OpenSSH's `ssh -tt host cmd` sends it at once when its stdin is not a
+	// terminal). The channel stays open until the record is
 	// finalized, so a client that sends EOF and waits for the channel's
 	// close (node ssh2's shell.end()) knows the record is complete.
 	PTYEOFHangup

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // withPTYEOF sets what a client's EOF on a PTY session does.
@@ -75,5 +77,50 @@ func TestPTYEOFIgnoredByDefault(t *testing.T) {
 	h.waitIdle(t)
 	if r := timingHeaders(t, dir)["APTL_CLOSE_REASON"]; r != "client-closed" {
 		t.Errorf("close reason = %q, want client-closed", r)
+	}
+}
+
+// TestPTYEOFHangupSparesPTYExec: hangup applies to PTY shells only. A PTY
+// exec whose client sends EOF at once (OpenSSH's `ssh -tt host cmd
+// </dev/null` does) still runs to its end, as under sshd.
+func TestPTYEOFHangupSparesPTYExec(t *testing.T) {
+	h := newHarness(t, withPTYEOF(broker.PTYEOFHangup))
+	s, err := h.dial(t).NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Setenv("APTL_SESSION_ID", "eof-exec"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RequestPty("xterm", 24, 80, gossh.TerminalModes{}); err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := s.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out testutil.LockedBuffer
+	s.Stdout = &out
+	if err := s.Start("sleep 0.3; echo FINISHED"); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close() // SSH_MSG_CHANNEL_EOF before the command has run
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("PTY exec ended with %v after the client's EOF, want exit status 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the PTY exec did not end")
+	}
+	if !strings.Contains(out.String(), "FINISHED") {
+		t.Errorf("output %q lacks FINISHED: the command was cut by the EOF", out.String())
+	}
+	h.waitIdle(t)
+	if r := timingHeaders(t, h.sessionDir("_unbound", "eof-exec"))["APTL_CLOSE_REASON"]; r != "shell-exited" {
+		t.Errorf("close reason = %q, want shell-exited", r)
 	}
 }
