@@ -37,7 +37,7 @@ type nodeResult struct {
 
 // ssh2Modules finds a node_modules folder holding ssh2: the one named by
 // APTL_SSH2_NODE_MODULES, else tests/node/node_modules (npm install there).
-func ssh2Modules(t *testing.T) string {
+func ssh2Modules(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("APTL_SSH2_NODE_MODULES")
 	if dir == "" {
@@ -54,7 +54,7 @@ func ssh2Modules(t *testing.T) string {
 }
 
 // nodeClient returns the node binary and the ssh2 modules folder, or skips.
-func nodeClient(t *testing.T) (node, modules string) {
+func nodeClient(t testing.TB) (node, modules string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -63,32 +63,39 @@ func nodeClient(t *testing.T) (node, modules string) {
 	return node, ssh2Modules(t)
 }
 
+// runNodeScript runs tests/node/<script> with opts as its JSON argument
+// file, bounded by timeout, and returns what it printed.
+func runNodeScript(tb testing.TB, script string, opts map[string]any, timeout time.Duration) (stdout, stderr []byte, err error) {
+	node, modules := nodeClient(tb)
+	path, err := filepath.Abs(filepath.Join("node", script))
+	if err != nil {
+		return nil, nil, err
+	}
+	optsFile := filepath.Join(tb.TempDir(), strings.TrimSuffix(script, ".js")+".json")
+	data, _ := json.Marshal(opts)
+	if err := os.WriteFile(optsFile, data, 0o600); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, path, optsFile)
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.Bytes(), errOut.Bytes(), err
+}
+
 // runNodeClient runs tests/node/connect.js with opts and returns its result.
 func runNodeClient(t *testing.T, opts map[string]any) nodeResult {
 	t.Helper()
-	node, modules := nodeClient(t)
-	script, err := filepath.Abs(filepath.Join("node", "connect.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	optsFile := filepath.Join(t.TempDir(), "connect.json")
-	data, _ := json.Marshal(opts)
-	if err := os.WriteFile(optsFile, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script, optsFile)
-	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
+	stdout, stderr, runErr := runNodeScript(t, "connect.js", opts, 60*time.Second)
 	var res nodeResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("connect.js printed no JSON result (%v, run: %v):\nstdout: %s\nstderr: %s", err, runErr, stdout.String(), stderr.String())
+	if err := json.Unmarshal(stdout, &res); err != nil {
+		t.Fatalf("connect.js printed no JSON result (%v, run: %v):\nstdout: %s\nstderr: %s", err, runErr, stdout, stderr)
 	}
-	t.Logf("connect.js: %s", bytes.TrimSpace(stdout.Bytes()))
+	t.Logf("connect.js: %s", bytes.TrimSpace(stdout))
 	return res
 }
 

@@ -2,13 +2,10 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -43,11 +40,6 @@ func runScenario(t *testing.T, h *harness, opts map[string]any, res any) {
 // scenario is runScenario for goroutines other than the test's: it
 // returns the failure instead of ending the test.
 func scenario(t *testing.T, h *harness, opts map[string]any, res any) error {
-	node, modules := nodeClient(t)
-	script, err := filepath.Abs(filepath.Join("node", "scenarios.js"))
-	if err != nil {
-		return err
-	}
 	host, port, _ := net.SplitHostPort(h.addr)
 	portN, _ := strconv.Atoi(port)
 	conn := map[string]any{
@@ -58,27 +50,15 @@ func scenario(t *testing.T, h *harness, opts map[string]any, res any) error {
 		conn["keepaliveInterval"] = ka
 	}
 	opts["conn"], opts["root"] = conn, h.root
-	optsFile := filepath.Join(t.TempDir(), "scenario.json")
-	data, _ := json.Marshal(opts)
-	if err := os.WriteFile(optsFile, data, 0o600); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script, optsFile)
-	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
+	stdout, stderr, runErr := runNodeScript(t, "scenarios.js", opts, 5*time.Minute)
 	var status struct {
 		OK    bool   `json:"ok"`
 		Error string `json:"error"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &status); err != nil || !status.OK {
-		return fmt.Errorf("scenario %v failed (%v, run: %v): %s\nstderr: %s\nserver log:\n%s", opts["scenario"], err, runErr, status.Error, stderr.String(), h.logs.String())
+	if err := json.Unmarshal(stdout, &status); err != nil || !status.OK {
+		return fmt.Errorf("scenario %v failed (%v, run: %v): %s\nstderr: %s\nserver log:\n%s", opts["scenario"], err, runErr, status.Error, stderr, h.logs.String())
 	}
-	return json.Unmarshal(stdout.Bytes(), res)
+	return json.Unmarshal(stdout, res)
 }
 
 // checkClientBytes compares a session's record with what the node client

@@ -6,13 +6,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // BenchmarkCaptureVsTcpdump captures the same generated UDP traffic with
@@ -119,7 +116,7 @@ func newBenchLab(b *testing.B) *benchLab {
 	benchRun(b, "ip", "-n", l.peer, "addr", "add", benchSenderAddr+"/24", "dev", p+"vp")
 	benchRun(b, "ip", "-n", l.side, "link", "set", p+"v", "up")
 	benchRun(b, "ip", "-n", l.peer, "link", "set", p+"vp", "up")
-	benchInNS(b, l.side, func() (err error) {
+	inNS(b, l.side, func() (err error) {
 		l.sink, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(benchCaptureAddr), Port: 9})
 		return err
 	})
@@ -133,30 +130,6 @@ func benchRun(b *testing.B, args ...string) {
 	b.Helper()
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		b.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
-// benchInNS runs f on a locked thread in namespace ns; the thread is never
-// unlocked, so Go discards it rather than reuse it in the wrong namespace.
-func benchInNS(b *testing.B, ns string, f func() error) {
-	b.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open("/var/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		errc <- f()
-	}()
-	if err := <-errc; err != nil {
-		b.Fatalf("in namespace %s: %v", ns, err)
 	}
 }
 

@@ -30,7 +30,7 @@ func (l *benchLab) engineRound(b *testing.B, size, count int) roundResult {
 	defer os.RemoveAll(dir)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var eng *pcap.Engine
-	benchInNS(b, l.side, func() (err error) {
+	inNS(b, l.side, func() (err error) {
 		eng, err = pcap.StartEngine(benchListenPort, log)
 		return err
 	})

@@ -188,7 +188,7 @@ func (l *lab) readiness() map[string]string {
 // when ns is ""); sockets f makes stay in it. The thread is locked and
 // never unlocked, so Go discards it afterwards instead of reusing a thread
 // in the wrong namespace.
-func inNS(t *testing.T, ns string, f func() error) {
+func inNS(t testing.TB, ns string, f func() error) {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
