@@ -19,31 +19,11 @@ import (
 // recorded, readiness says listen=taken, health fails with that reason and
 // the address, and after --port-taken-wait serve exits with status 4.
 func TestServePortTaken(t *testing.T) {
-	bin := buildForLiveTest(t)
-	squatter, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer squatter.Close()
-	addr := squatter.Addr().String()
-	work := t.TempDir()
-	ready := filepath.Join(work, "ready")
-
-	srv := exec.Command(bin, "serve", "--listen", addr, "--ready-file", ready, "--port-taken-wait", "3s")
-	srv.Dir = work
-	logs := &testutil.LockedBuffer{}
-	srv.Stdout, srv.Stderr = logs, logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
+	tk := serveOnTakenPort(t, "3s")
+	defer tk.squatter.Close()
+	bin, addr, ready, logs := tk.bin, tk.addr, tk.ready, tk.logs
 	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
-	t.Cleanup(func() { srv.Process.Kill() })
-
-	waitFor(t, 10*time.Second, "readiness listen=taken", func() bool {
-		b, _ := os.ReadFile(ready)
-		return strings.Contains(string(b), "listen=taken") && strings.Contains(string(b), "listen_addr="+addr)
-	})
+	go func() { exited <- tk.srv.Wait() }()
 	out, err := exec.Command(bin, "health", "--ready-file", ready, "--listen", addr).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "listen=taken") || !strings.Contains(string(out), addr) ||
 		!strings.Contains(string(out), "not being recorded") {
@@ -67,27 +47,9 @@ func TestServePortTaken(t *testing.T) {
 // TestServePortFreedDuringWait: when the holder lets go within
 // --port-taken-wait, serve listens and readiness says listen=ok.
 func TestServePortFreedDuringWait(t *testing.T) {
-	bin := buildForLiveTest(t)
-	squatter, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := squatter.Addr().String()
-	work := t.TempDir()
-	ready := filepath.Join(work, "ready")
-	srv := exec.Command(bin, "serve", "--listen", addr, "--ready-file", ready, "--port-taken-wait", "30s")
-	srv.Dir = work
-	logs := &testutil.LockedBuffer{}
-	srv.Stdout, srv.Stderr = logs, logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	waitFor(t, 10*time.Second, "readiness listen=taken", func() bool {
-		b, _ := os.ReadFile(ready)
-		return strings.Contains(string(b), "listen=taken")
-	})
-	squatter.Close()
+	tk := serveOnTakenPort(t, "30s")
+	bin, addr, ready, logs := tk.bin, tk.addr, tk.ready, tk.logs
+	tk.squatter.Close()
 	waitFor(t, 15*time.Second, "readiness listen=ok", func() bool {
 		b, _ := os.ReadFile(ready)
 		return strings.Contains(string(b), "listen=ok")
@@ -95,4 +57,37 @@ func TestServePortFreedDuringWait(t *testing.T) {
 	if out, err := exec.Command(bin, "health", "--ready-file", ready, "--listen", addr).CombinedOutput(); err != nil {
 		t.Errorf("health after the port was freed: %v\n%s\nserve logs:\n%s", err, out, logs.String())
 	}
+}
+
+// takenPort is a serve started on an address a squatter already holds,
+// once its readiness file says listen=taken.
+type takenPort struct {
+	bin, addr, ready string
+	squatter         net.Listener
+	srv              *exec.Cmd
+	logs             *testutil.LockedBuffer
+}
+
+func serveOnTakenPort(t *testing.T, wait string) *takenPort {
+	t.Helper()
+	tk := &takenPort{bin: buildForLiveTest(t), logs: &testutil.LockedBuffer{}}
+	var err error
+	if tk.squatter, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	tk.addr = tk.squatter.Addr().String()
+	work := t.TempDir()
+	tk.ready = filepath.Join(work, "ready")
+	tk.srv = exec.Command(tk.bin, "serve", "--listen", tk.addr, "--ready-file", tk.ready, "--port-taken-wait", wait)
+	tk.srv.Dir = work
+	tk.srv.Stdout, tk.srv.Stderr = tk.logs, tk.logs
+	if err := tk.srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tk.srv.Process.Kill() })
+	waitFor(t, 10*time.Second, "readiness listen=taken", func() bool {
+		b, _ := os.ReadFile(tk.ready)
+		return strings.Contains(string(b), "listen=taken") && strings.Contains(string(b), "listen_addr="+tk.addr)
+	})
+	return tk
 }
