@@ -27,7 +27,7 @@ trap 'rm -rf "$stage"' EXIT
 echo "build: static binaries" >&2
 (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$stage/" ./cmd/aptl-kali-capture ./cmd/aptl-launch-agent)
 
-# The sidecar's mount points, owned by its uid through COPY --chown.
+# The sidecar's mount points, owned by its uid (0) through COPY --chown.
 mkdir -p "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/var/lib/aptl-kali-capture" "$stage/capture-rootfs/run" \
 	"$stage/capture-rootfs/var/lib/aptl-kali-capture-ready"
 chmod 0700 "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/var/lib/aptl-kali-capture" "$stage/capture-rootfs/run"

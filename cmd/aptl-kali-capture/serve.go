@@ -63,6 +63,9 @@ func runServe(args []string) int {
 }
 
 func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
+	if err := checkServeFolders(cfg); err != nil {
+		return err
+	}
 	hostKey, err := broker.LoadOrCreateKey(filepath.Join(cfg.stateDir, broker.HostKeyFile), "aptl-kali-capture host key")
 	if err != nil {
 		return fmt.Errorf("host key: %w", err)

@@ -45,9 +45,11 @@ func TestComposeChecksFire(t *testing.T) {
 			appendTo(service(d, "kali"), "volumes", "/var/run/docker.sock:/var/run/docker.sock")
 		}},
 		{"privileged workload", "privileged", func(d tree) { service(d, "kali")["privileged"] = true }},
-		{"NET_RAW on workload", "capture/audit capability NET_RAW", func(d tree) { appendTo(service(d, "kali"), "cap_add", "NET_RAW") }},
-		{"AUDIT_READ on workload", "capture/audit capability AUDIT_READ", func(d tree) { appendTo(service(d, "kali"), "cap_add", "CAP_AUDIT_READ") }},
-		{"SYS_PACCT on workload", "capture/audit capability SYS_PACCT", func(d tree) { appendTo(service(d, "kali"), "cap_add", "SYS_PACCT") }},
+		{"AUDIT_WRITE on workload", "workload: capability AUDIT_WRITE", func(d tree) { appendTo(service(d, "kali"), "cap_add", "AUDIT_WRITE") }},
+		{"AUDIT_READ on workload", "workload: capability AUDIT_READ", func(d tree) { appendTo(service(d, "kali"), "cap_add", "CAP_AUDIT_READ") }},
+		{"AUDIT_CONTROL on workload", "workload: capability AUDIT_CONTROL", func(d tree) { appendTo(service(d, "kali"), "cap_add", "audit_control") }},
+		{"NET_ADMIN on workload", "workload: capability NET_ADMIN", func(d tree) { appendTo(service(d, "kali"), "cap_add", "NET_ADMIN") }},
+		{"SYS_PACCT on workload", "workload: capability SYS_PACCT", func(d tree) { appendTo(service(d, "kali"), "cap_add", "SYS_PACCT") }},
 		{"workload keeps Docker's default caps", "cap_drop must be ALL", func(d tree) { delete(service(d, "kali"), "cap_drop") }},
 		{"port published by workload", "publishes a port", func(d tree) { appendTo(service(d, "kali"), "ports", "127.0.0.1:2223:2222") }},
 		{"workload owns the namespace", "network_mode", func(d tree) { delete(service(d, "kali"), "network_mode") }},
@@ -59,7 +61,19 @@ func TestComposeChecksFire(t *testing.T) {
 		{"no init", "init must be true", func(d tree) { delete(service(d, "kali-capture"), "init") }},
 		{"sidecar keeps default caps", "sidecar: cap_drop must be ALL", func(d tree) { delete(service(d, "kali-capture"), "cap_drop") }},
 		{"sidecar with SYS_ADMIN", "not a witness", func(d tree) { appendTo(service(d, "kali-capture"), "cap_add", "SYS_ADMIN") }},
-		{"sidecar as root", "runs as root", func(d tree) { service(d, "kali-capture")["user"] = "0:0" }},
+		{"sidecar with DAC_OVERRIDE", "not a witness", func(d tree) { appendTo(service(d, "kali-capture"), "cap_add", "CAP_DAC_OVERRIDE") }},
+		{"sidecar without NET_RAW", "witness capability NET_RAW not added", func(d tree) {
+			service(d, "kali-capture")["cap_add"] = []any{"AUDIT_READ", "AUDIT_CONTROL"}
+		}},
+		{"sidecar without AUDIT_CONTROL", "witness capability AUDIT_CONTROL not added", func(d tree) {
+			service(d, "kali-capture")["cap_add"] = []any{"NET_RAW", "AUDIT_READ"}
+		}},
+		{"sidecar as uid 10001 with cap_add", "gets no capability from cap_add", func(d tree) {
+			service(d, "kali-capture")["user"] = "10001:10001"
+			mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_UID"] = "10001"
+			mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_GID"] = "10001"
+		}},
+		{"sidecar's user unset", "gets no capability from cap_add", func(d tree) { delete(service(d, "kali-capture"), "user") }},
 		{"missing healthcheck", "missing healthcheck", func(d tree) { delete(service(d, "kali-capture"), "healthcheck") }},
 		{"disabled healthcheck", "missing healthcheck", func(d tree) { mapAt(service(d, "kali-capture"), "healthcheck")["disable"] = true }},
 		{"captures not on the sidecar", "kali_captures not mounted", func(d tree) { delete(service(d, "kali-capture"), "volumes") }},
@@ -68,7 +82,8 @@ func TestComposeChecksFire(t *testing.T) {
 		{"no restart on sidecar", "sidecar: no restart policy", func(d tree) { service(d, "kali-capture")["restart"] = "no" }},
 		{"local adapter", "APTL_CAPTURE_LAUNCH", func(d tree) { mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_LAUNCH"] = "local" }},
 		{"PTY EOF not hangup", "APTL_CAPTURE_PTY_EOF", func(d tree) { delete(mapAt(service(d, "kali-capture"), "environment"), "APTL_CAPTURE_PTY_EOF") }},
-		{"agent peer uid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_UID"] = "0" }},
+		{"agent peer uid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_UID"] = "10001" }},
+		{"agent peer gid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_GID"] = "1000" }},
 		{"ready volume writable by the workload", "is not read-only", func(d tree) {
 			service(d, "kali")["volumes"] = []any{"kali_capture_ready:/run/aptl-sidecar"}
 		}},

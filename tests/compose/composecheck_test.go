@@ -19,12 +19,19 @@ const (
 	statePath       = "/var/lib/aptl-kali-capture"
 )
 
-// forbiddenWorkloadCaps: capture and audit witnesses' capabilities (a
-// workload holding them could sniff the sessions or blind the audit
-// witness), process accounting, and the ones that reach across namespaces.
-var forbiddenWorkloadCaps = []string{"ALL", "NET_RAW", "NET_ADMIN", "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "SYS_PACCT", "SYS_ADMIN", "SYS_PTRACE", "SYS_MODULE", "DAC_READ_SEARCH"}
+// forbiddenWorkloadCaps: the audit witness's capabilities and AUDIT_WRITE
+// (a workload holding them could blind the audit witness, read its records,
+// change the loginuid that attributes records to sessions, or inject user
+// messages into the audit stream), process accounting, NET_ADMIN (in the
+// shared network namespace it could redirect the published port), and the
+// ones that reach across namespaces. NET_RAW is not here: the workload is
+// an attack box and its raw-socket tools need it (compose/README.md, "The
+// boundary").
+var forbiddenWorkloadCaps = []string{"ALL", "NET_ADMIN", "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "SYS_PACCT", "SYS_ADMIN", "SYS_PTRACE", "SYS_MODULE", "DAC_READ_SEARCH"}
 
-// witnessCaps are all the sidecar may ever add (pcap, audit).
+// witnessCaps are the sidecar's whole capability set: NET_RAW opens the
+// pcap engine's packet socket, AUDIT_READ binds the audit multicast group,
+// AUDIT_CONTROL loads and removes audit rules.
 var witnessCaps = []string{"NET_RAW", "AUDIT_CONTROL", "AUDIT_READ"}
 
 func normCap(c string) string {
@@ -119,11 +126,7 @@ func workloadViolations(w tree) []string {
 			v = append(v, fmt.Sprintf("workload: captures or state volume mounted (%s:%s)", m.source, m.target))
 		}
 	}
-	for _, c := range strList(w, "cap_add") {
-		if containsFold(forbiddenWorkloadCaps, normCap(c)) {
-			v = append(v, "workload: capture/audit capability "+normCap(c))
-		}
-	}
+	v = append(v, workloadCapViolations(strList(w, "cap_add"))...)
 	if !containsFold(strList(w, "cap_drop"), "ALL") {
 		v = append(v, "workload: cap_drop must be ALL (Docker's defaults include NET_RAW and AUDIT_WRITE)")
 	}
@@ -159,14 +162,7 @@ func sidecarViolations(s tree) []string {
 	if !containsFold(strList(s, "cap_drop"), "ALL") {
 		v = append(v, "sidecar: cap_drop must be ALL")
 	}
-	for _, c := range strList(s, "cap_add") {
-		if !containsFold(witnessCaps, normCap(c)) {
-			v = append(v, "sidecar: capability "+normCap(c)+" is not a witness's")
-		}
-	}
-	if u := strings.Split(str(s["user"]), ":")[0]; u == "" || u == "0" || u == "root" {
-		v = append(v, "sidecar: runs as root (no witness needs it yet)")
-	}
+	v = append(v, witnessCapViolations(strList(s, "cap_add"), str(s["user"]))...)
 	v = append(v, healthcheckViolations(s)...)
 	v = append(v, sidecarPortViolations(s)...)
 	v = append(v, sidecarVolumeViolations(s)...)
@@ -236,6 +232,42 @@ func pairingViolations(w, s tree) []string {
 	uid, gid, _ := strings.Cut(str(s["user"]), ":")
 	if we["APTL_LAUNCH_AGENT_PEER_UID"] != uid || we["APTL_LAUNCH_AGENT_PEER_GID"] != gid {
 		v = append(v, "workload: the agent's peer uid/gid is not the sidecar's user")
+	}
+	return v
+}
+
+// workloadCapViolations names each added capability the workload must not hold.
+func workloadCapViolations(added []string) []string {
+	var v []string
+	for _, c := range added {
+		if containsFold(forbiddenWorkloadCaps, normCap(c)) {
+			v = append(v, "workload: capability "+normCap(c)+" (audit, accounting, the port's routing or another namespace)")
+		}
+	}
+	return v
+}
+
+// witnessCapViolations: the sidecar adds exactly the witnesses'
+// capabilities, and runs as uid 0 so that it gets them: Linux gives a
+// non-root process no capability from cap_add (measured: uid 1000 with
+// --cap-add NET_RAW has CapEff 0), so a non-root sidecar with cap_add
+// would look witnessed and run degraded. user is "uid[:gid]".
+func witnessCapViolations(added []string, user string) []string {
+	var v []string
+	have := map[string]bool{}
+	for _, c := range added {
+		have[normCap(c)] = true
+		if !containsFold(witnessCaps, normCap(c)) {
+			v = append(v, "sidecar: capability "+normCap(c)+" is not a witness's")
+		}
+	}
+	for _, c := range witnessCaps {
+		if !have[c] {
+			v = append(v, "sidecar: witness capability "+c+" not added (its witness runs degraded)")
+		}
+	}
+	if uid, _, _ := strings.Cut(user, ":"); uid != "0" {
+		v = append(v, fmt.Sprintf("sidecar: user %q: a non-root process gets no capability from cap_add; run as uid 0 with only the witnesses' capabilities", user))
 	}
 	return v
 }

@@ -76,18 +76,14 @@ func kubeSidecarViolations(c tree) []string {
 	if sc["allowPrivilegeEscalation"] != false {
 		v = append(v, "sidecar: no no-new-privileges (allowPrivilegeEscalation must be false)")
 	}
-	if sc["runAsNonRoot"] != true || str(sc["runAsUser"]) == "0" {
-		v = append(v, "sidecar: runs as root (no witness needs it yet)")
+	if sc["runAsNonRoot"] == true {
+		v = append(v, "sidecar: runAsNonRoot: a non-root process gets no capability from capabilities.add (the witnesses need uid 0)")
 	}
 	caps := mapAt(sc, "capabilities")
 	if !containsFold(strList(caps, "drop"), "ALL") {
 		v = append(v, "sidecar: capabilities must drop ALL")
 	}
-	for _, a := range strList(caps, "add") {
-		if !containsFold(witnessCaps, normCap(a)) {
-			v = append(v, "sidecar: capability "+normCap(a)+" is not a witness's")
-		}
-	}
+	v = append(v, witnessCapViolations(strList(caps, "add"), str(sc["runAsUser"]))...)
 	probe := strings.Join(strList(mapAt(mapAt(c, "readinessProbe"), "exec"), "command"), " ")
 	if !strings.Contains(probe, "aptl-kali-capture health") {
 		v = append(v, "sidecar: missing readiness probe `aptl-kali-capture health` (it gates the Service)")
@@ -132,14 +128,11 @@ func kubeWorkloadViolations(w, side tree) []string {
 	if !containsFold(strList(caps, "drop"), "ALL") {
 		v = append(v, "workload: capabilities must drop ALL (runtime defaults include NET_RAW and AUDIT_WRITE)")
 	}
-	for _, a := range strList(caps, "add") {
-		if containsFold(forbiddenWorkloadCaps, normCap(a)) {
-			v = append(v, "workload: capture/audit capability "+normCap(a))
-		}
-	}
+	v = append(v, workloadCapViolations(strList(caps, "add"))...)
 	env := envOf(w, "env")
-	if env["APTL_LAUNCH_AGENT_PEER_UID"] != str(mapAt(side, "securityContext")["runAsUser"]) {
-		v = append(v, "workload: the agent's peer uid is not the sidecar's")
+	ssc := mapAt(side, "securityContext")
+	if env["APTL_LAUNCH_AGENT_PEER_UID"] != str(ssc["runAsUser"]) || env["APTL_LAUNCH_AGENT_PEER_GID"] != str(ssc["runAsGroup"]) {
+		v = append(v, "workload: the agent's peer uid/gid is not the sidecar's")
 	}
 	return v
 }
@@ -207,13 +200,17 @@ func TestKubernetesChecksFire(t *testing.T) {
 		{"state in workload", "captures or state volume", func(d []tree) {
 			work(d)["volumeMounts"] = []any{tree{"name": "state", "mountPath": "/x"}}
 		}},
-		{"NET_RAW on workload", "capture/audit capability NET_RAW", func(d []tree) {
+		{"AUDIT_WRITE on workload", "workload: capability AUDIT_WRITE", func(d []tree) {
 			caps := mapAt(mapAt(work(d), "securityContext"), "capabilities")
-			caps["add"] = append(listAt(caps, "add"), "NET_RAW")
+			caps["add"] = append(listAt(caps, "add"), "AUDIT_WRITE")
 		}},
-		{"AUDIT_CONTROL on workload", "capture/audit capability AUDIT_CONTROL", func(d []tree) {
+		{"AUDIT_CONTROL on workload", "workload: capability AUDIT_CONTROL", func(d []tree) {
 			caps := mapAt(mapAt(work(d), "securityContext"), "capabilities")
 			caps["add"] = append(listAt(caps, "add"), "AUDIT_CONTROL")
+		}},
+		{"AUDIT_READ on workload", "workload: capability AUDIT_READ", func(d []tree) {
+			caps := mapAt(mapAt(work(d), "securityContext"), "capabilities")
+			caps["add"] = append(listAt(caps, "add"), "CAP_AUDIT_READ")
 		}},
 		{"workload default caps", "workload: capabilities must drop ALL", func(d []tree) { delete(mapAt(mapAt(work(d), "securityContext"), "capabilities"), "drop") }},
 		{"privileged workload", "workload: privileged", func(d []tree) { mapAt(work(d), "securityContext")["privileged"] = true }},
@@ -221,9 +218,17 @@ func TestKubernetesChecksFire(t *testing.T) {
 		{"not a native sidecar", "native sidecar", func(d []tree) { delete(side(d), "restartPolicy") }},
 		{"writable root", "read-only root", func(d []tree) { mapAt(side(d), "securityContext")["readOnlyRootFilesystem"] = false }},
 		{"privilege escalation", "no-new-privileges", func(d []tree) { delete(mapAt(side(d), "securityContext"), "allowPrivilegeEscalation") }},
-		{"root sidecar", "runs as root", func(d []tree) { mapAt(side(d), "securityContext")["runAsUser"] = 0 }},
+		{"non-root sidecar", "gets no capability from cap_add", func(d []tree) {
+			mapAt(side(d), "securityContext")["runAsUser"] = 10001
+			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "10001"}, tree{"name": "APTL_LAUNCH_AGENT_PEER_GID", "value": "0"}}
+		}},
+		{"runAsNonRoot sidecar", "runAsNonRoot", func(d []tree) { mapAt(side(d), "securityContext")["runAsNonRoot"] = true }},
 		{"sidecar SYS_ADMIN", "not a witness", func(d []tree) {
-			mapAt(mapAt(side(d), "securityContext"), "capabilities")["add"] = []any{"SYS_ADMIN"}
+			caps := mapAt(mapAt(side(d), "securityContext"), "capabilities")
+			caps["add"] = append(listAt(caps, "add"), "SYS_ADMIN")
+		}},
+		{"sidecar without AUDIT_READ", "witness capability AUDIT_READ not added", func(d []tree) {
+			mapAt(mapAt(side(d), "securityContext"), "capabilities")["add"] = []any{"NET_RAW", "AUDIT_CONTROL"}
 		}},
 		{"missing readiness probe", "readiness probe", func(d []tree) { delete(side(d), "readinessProbe") }},
 		{"not-ready addresses published", "publishNotReadyAddresses", func(d []tree) { mapAt(d[len(d)-1], "spec")["publishNotReadyAddresses"] = true }},
@@ -231,7 +236,10 @@ func TestKubernetesChecksFire(t *testing.T) {
 			mapAt(d[len(d)-1], "spec")["ports"] = []any{tree{"port": 2222, "targetPort": 2223}}
 		}},
 		{"agent peer uid mismatch", "peer uid", func(d []tree) {
-			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "0"}}
+			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "10001"}, tree{"name": "APTL_LAUNCH_AGENT_PEER_GID", "value": "0"}}
+		}},
+		{"agent peer gid mismatch", "peer uid", func(d []tree) {
+			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "0"}, tree{"name": "APTL_LAUNCH_AGENT_PEER_GID", "value": "10001"}}
 		}},
 	}
 	for _, m := range mutations {
