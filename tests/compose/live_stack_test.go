@@ -146,9 +146,8 @@ func (s *liveStack) waitHealthy(within time.Duration) time.Duration {
 	start := time.Now()
 	var last string
 	for time.Since(start) < within {
-		// health exits 0 and prints "healthy pcap=<state>" (the uid-10001
-		// sidecar has no NET_RAW, so pcap is degraded there; health never
-		// fails on pcap).
+		// health exits 0 and prints "healthy pcap=<state>" (it never fails
+		// on pcap; liveWitnessCaps requires pcap=ok of this deployment).
 		var err error
 		last, err = run(s.t, 10*time.Second, nil, "docker", "exec", sidecarName, "aptl-kali-capture", "health")
 		if f := strings.Fields(last); err == nil && len(f) > 0 && f[0] == "healthy" {

@@ -28,6 +28,9 @@ func TestLiveCompose(t *testing.T) {
 	}
 	t.Run("node ssh2", func(t *testing.T) { liveNodeSession(t, s) })
 	t.Run("root in the workload sees no record", func(t *testing.T) { liveRootBoundary(t, s) })
+	t.Run("witness capabilities", func(t *testing.T) { liveWitnessCaps(t, s) })
+	t.Run("agent refuses root in the workload", func(t *testing.T) { liveAgentRefusesWorkloadRoot(t, s) })
+	t.Run("pcap session", func(t *testing.T) { livePcapSession(t, s) })
 
 	agentKilled := liveKillAgent(t, s)
 	shellKilled := liveKillShell(t, s)
@@ -41,6 +44,7 @@ func TestLiveCompose(t *testing.T) {
 	})
 	// Not a subtest: the stack's helpers fail the parent test.
 	liveHarvest(t, s, []string{"s-ok", agentKilled, shellKilled}, sidecarKilled)
+	t.Run("pcap record", func(t *testing.T) { livePcapRecord(t, s) })
 	t.Logf("live suite ran in %v", time.Since(start).Round(time.Second))
 }
 
