@@ -29,10 +29,15 @@ const (
 // boundary").
 var forbiddenWorkloadCaps = []string{"ALL", "NET_ADMIN", "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "SYS_PACCT", "SYS_ADMIN", "SYS_PTRACE", "SYS_MODULE", "DAC_READ_SEARCH"}
 
-// witnessCaps are the sidecar's whole capability set: NET_RAW opens the
-// pcap engine's packet socket, AUDIT_READ binds the audit multicast group,
-// AUDIT_CONTROL loads and removes audit rules.
-var witnessCaps = []string{"NET_RAW", "AUDIT_CONTROL", "AUDIT_READ"}
+// witnessCaps are all the sidecar may add, and must: NET_RAW opens the pcap
+// engine's packet socket.
+var witnessCaps = []string{"NET_RAW"}
+
+// inertAuditCaps would do nothing in the sidecar (measured): the kernel
+// multicasts audit records only in the initial network namespace and takes
+// rule and status messages only from the initial PID namespace, and the
+// sidecar is in neither.
+var inertAuditCaps = []string{"AUDIT_READ", "AUDIT_CONTROL"}
 
 func normCap(c string) string {
 	return strings.TrimPrefix(strings.ToUpper(c), "CAP_")
@@ -247,8 +252,8 @@ func workloadCapViolations(added []string) []string {
 	return v
 }
 
-// witnessCapViolations: the sidecar adds exactly the witnesses'
-// capabilities, and runs as uid 0 so that it gets them: Linux gives a
+// witnessCapViolations: the sidecar adds the pcap witness's capability and
+// no other, and runs as uid 0 so that it gets it: Linux gives a
 // non-root process no capability from cap_add (measured: uid 1000 with
 // --cap-add NET_RAW has CapEff 0), so a non-root sidecar with cap_add
 // would look witnessed and run degraded. user is "uid[:gid]".
@@ -257,7 +262,10 @@ func witnessCapViolations(added []string, user string) []string {
 	have := map[string]bool{}
 	for _, c := range added {
 		have[normCap(c)] = true
-		if !containsFold(witnessCaps, normCap(c)) {
+		switch {
+		case containsFold(inertAuditCaps, normCap(c)):
+			v = append(v, "sidecar: capability "+normCap(c)+" is inert in the sidecar's own network and PID namespaces (the audit witness cannot live there)")
+		case !containsFold(witnessCaps, normCap(c)):
 			v = append(v, "sidecar: capability "+normCap(c)+" is not a witness's")
 		}
 	}

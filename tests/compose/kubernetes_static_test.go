@@ -227,8 +227,12 @@ func TestKubernetesChecksFire(t *testing.T) {
 			caps := mapAt(mapAt(side(d), "securityContext"), "capabilities")
 			caps["add"] = append(listAt(caps, "add"), "SYS_ADMIN")
 		}},
-		{"sidecar without AUDIT_READ", "witness capability AUDIT_READ not added", func(d []tree) {
-			mapAt(mapAt(side(d), "securityContext"), "capabilities")["add"] = []any{"NET_RAW", "AUDIT_CONTROL"}
+		{"sidecar without NET_RAW", "witness capability NET_RAW not added", func(d []tree) {
+			delete(mapAt(mapAt(side(d), "securityContext"), "capabilities"), "add")
+		}},
+		{"sidecar with AUDIT_READ", "AUDIT_READ is inert", func(d []tree) {
+			caps := mapAt(mapAt(side(d), "securityContext"), "capabilities")
+			caps["add"] = append(listAt(caps, "add"), "AUDIT_READ")
 		}},
 		{"missing readiness probe", "readiness probe", func(d []tree) { delete(side(d), "readinessProbe") }},
 		{"not-ready addresses published", "publishNotReadyAddresses", func(d []tree) { mapAt(d[len(d)-1], "spec")["publishNotReadyAddresses"] = true }},

@@ -29,6 +29,7 @@ func TestLiveCompose(t *testing.T) {
 	t.Run("node ssh2", func(t *testing.T) { liveNodeSession(t, s) })
 	t.Run("root in the workload sees no record", func(t *testing.T) { liveRootBoundary(t, s) })
 	t.Run("witness capabilities", func(t *testing.T) { liveWitnessCaps(t, s) })
+	t.Run("audit capabilities inert in the sidecar", func(t *testing.T) { liveAuditInertInSidecar(t, s) })
 	t.Run("agent refuses root in the workload", func(t *testing.T) { liveAgentRefusesWorkloadRoot(t, s) })
 	t.Run("pcap session", func(t *testing.T) { livePcapSession(t, s) })
 

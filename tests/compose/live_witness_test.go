@@ -20,9 +20,8 @@ const (
 	capAuditRead    = 37
 )
 
-// witnessCapMask is the sidecar's whole capability set: NET_RAW,
-// AUDIT_CONTROL, AUDIT_READ.
-const witnessCapMask = 1<<capNetRaw | 1<<capAuditControl | 1<<capAuditRead
+// witnessCapMask is the sidecar's whole capability set: NET_RAW.
+const witnessCapMask = 1 << capNetRaw
 
 // liveWitnessCaps: the running sidecar holds exactly its witnesses'
 // capabilities and says pcap=ok (readiness file and health); the workload's
@@ -53,7 +52,7 @@ func liveWitnessCaps(t *testing.T, s *liveStack) {
 		}
 		for _, field := range []string{"CapEff", "CapPrm", "CapBnd"} {
 			if got := capField(t, string(status), field); got != witnessCapMask {
-				t.Errorf("sidecar process %s: %s %#x, want %#x (NET_RAW, AUDIT_CONTROL, AUDIT_READ only)", p, field, got, witnessCapMask)
+				t.Errorf("sidecar process %s: %s %#x, want %#x (NET_RAW only)", p, field, got, witnessCapMask)
 			}
 		}
 		if uid := statusLine(string(status), "Uid"); !strings.HasPrefix(uid, "0\t") {
@@ -201,4 +200,32 @@ func agentRefusalsOfRoot(t *testing.T, s *liveStack) int {
 	}
 	refusal := regexp.MustCompile(`"msg":"connection refused".*"reason":"peer is inside the agent's own PID namespace[^"]*","peer_pid":[1-9]\d*,"peer_uid":0,"peer_gid":0`)
 	return len(refusal.FindAllString(logs, -1))
+}
+
+// liveAuditInertInSidecar is the measurement behind the sidecar's missing
+// audit capabilities: a container in the sidecar's shape (its image, uid 0,
+// cap_drop ALL, no-new-privileges, its network namespace, a PID namespace
+// of its own) holding AUDIT_CONTROL and AUDIT_READ asks the kernel for the
+// audit status and is refused (the rule messages share that check: initial
+// PID namespace only). The same container in the host's PID namespace is
+// answered, so the capability is not what is missing. (Records multicast
+// only in the initial network namespace, so AUDIT_READ is inert there too;
+// that needs audit enabled kernel-wide to show, which this suite does not
+// do: compose/README.md gives the measurement.)
+func liveAuditInertInSidecar(t *testing.T, s *liveStack) {
+	probe := filepath.Join(s.dir, "auditprobe")
+	mustRun(t, 3*time.Minute, []string{"CGO_ENABLED=0"}, "go", "build", "-o", probe, repoFile(t, "tests/clients/auditprobe"))
+	image := strings.TrimSpace(mustRun(t, 10*time.Second, nil, "docker", "inspect", "-f", "{{.Config.Image}}", sidecarName))
+	runProbe := func(extra ...string) string {
+		args := append([]string{"run", "--rm", "--user", "0:0", "--cap-drop", "ALL", "--cap-add", "AUDIT_READ", "--cap-add", "AUDIT_CONTROL",
+			"--security-opt", "no-new-privileges:true", "--network", "container:" + sidecarName,
+			"-v", probe + ":/auditprobe:ro", "--entrypoint", "/auditprobe"}, extra...)
+		return mustRun(t, time.Minute, nil, "docker", append(args, image)...)
+	}
+	if out := runProbe(); !strings.Contains(out, "status=operation not permitted") {
+		t.Errorf("audit status from the sidecar's namespaces with AUDIT_CONTROL: want EPERM, got\n%s", out)
+	}
+	if out := runProbe("--pid", "host"); !strings.Contains(out, "status=ok") {
+		t.Errorf("audit status from the host's PID namespace with AUDIT_CONTROL: want an answer (the control), got\n%s", out)
+	}
 }
