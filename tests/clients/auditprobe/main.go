@@ -91,4 +91,3 @@ func status() error {
 	}
 	return nil
 }
-
