@@ -73,6 +73,10 @@ func TestComposeChecksFire(t *testing.T) {
 			mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_GID"] = "10001"
 		}},
 		{"sidecar's user unset", "gets no capability from cap_add", func(d tree) { delete(service(d, "kali-capture"), "user") }},
+		{"sidecar as 0:0", "gid of its own", func(d tree) {
+			service(d, "kali-capture")["user"] = "0:0"
+			mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_GID"] = "0"
+		}},
 		{"missing healthcheck", "missing healthcheck", func(d tree) { delete(service(d, "kali-capture"), "healthcheck") }},
 		{"disabled healthcheck", "missing healthcheck", func(d tree) { mapAt(service(d, "kali-capture"), "healthcheck")["disable"] = true }},
 		{"captures not on the sidecar", "kali_captures not mounted", func(d tree) { delete(service(d, "kali-capture"), "volumes") }},
@@ -82,7 +86,7 @@ func TestComposeChecksFire(t *testing.T) {
 		{"local adapter", "APTL_CAPTURE_LAUNCH", func(d tree) { mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_LAUNCH"] = "local" }},
 		{"PTY EOF not hangup", "APTL_CAPTURE_PTY_EOF", func(d tree) { delete(mapAt(service(d, "kali-capture"), "environment"), "APTL_CAPTURE_PTY_EOF") }},
 		{"agent peer uid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_UID"] = "10001" }},
-		{"agent peer gid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_GID"] = "1000" }},
+		{"agent peer gid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_GID"] = "0" }},
 		{"ready volume writable by the workload", "is not read-only", func(d tree) {
 			service(d, "kali")["volumes"] = []any{"kali_capture_ready:/run/aptl-sidecar"}
 		}},

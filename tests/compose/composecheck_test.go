@@ -238,7 +238,18 @@ func pairingViolations(w, s tree) []string {
 	if we["APTL_LAUNCH_AGENT_PEER_UID"] != uid || we["APTL_LAUNCH_AGENT_PEER_GID"] != gid {
 		v = append(v, "workload: the agent's peer uid/gid is not the sidecar's user")
 	}
-	return v
+	return append(v, peerIDViolations(uid, gid)...)
+}
+
+// peerIDViolations: the sidecar's uid and gid are what the agent accepts
+// from outside its PID namespace, so they must not both be what every
+// container runs as by default (0:0): a root process of another container
+// joined to the network namespace would be taken for the sidecar.
+func peerIDViolations(uid, gid string) []string {
+	if (uid == "" || uid == "0") && (gid == "" || gid == "0") {
+		return []string{fmt.Sprintf("sidecar: runs as %q:%q, the default ids of every container's root: give it a gid of its own (the agent's -peer-gid)", uid, gid)}
+	}
+	return nil
 }
 
 // workloadCapViolations names each added capability the workload must not hold.

@@ -134,6 +134,7 @@ func kubeWorkloadViolations(w, side tree) []string {
 	if env["APTL_LAUNCH_AGENT_PEER_UID"] != str(ssc["runAsUser"]) || env["APTL_LAUNCH_AGENT_PEER_GID"] != str(ssc["runAsGroup"]) {
 		v = append(v, "workload: the agent's peer uid/gid is not the sidecar's")
 	}
+	v = append(v, peerIDViolations(str(ssc["runAsUser"]), str(ssc["runAsGroup"]))...)
 	return v
 }
 
@@ -220,7 +221,11 @@ func TestKubernetesChecksFire(t *testing.T) {
 		{"privilege escalation", "no-new-privileges", func(d []tree) { delete(mapAt(side(d), "securityContext"), "allowPrivilegeEscalation") }},
 		{"non-root sidecar", "gets no capability from cap_add", func(d []tree) {
 			mapAt(side(d), "securityContext")["runAsUser"] = 10001
-			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "10001"}, tree{"name": "APTL_LAUNCH_AGENT_PEER_GID", "value": "0"}}
+			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "10001"}, tree{"name": "APTL_LAUNCH_AGENT_PEER_GID", "value": "10001"}}
+		}},
+		{"sidecar as 0:0", "gid of its own", func(d []tree) {
+			mapAt(side(d), "securityContext")["runAsGroup"] = 0
+			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "0"}, tree{"name": "APTL_LAUNCH_AGENT_PEER_GID", "value": "0"}}
 		}},
 		{"runAsNonRoot sidecar", "runAsNonRoot", func(d []tree) { mapAt(side(d), "securityContext")["runAsNonRoot"] = true }},
 		{"sidecar SYS_ADMIN", "not a witness", func(d []tree) {
@@ -240,10 +245,10 @@ func TestKubernetesChecksFire(t *testing.T) {
 			mapAt(d[len(d)-1], "spec")["ports"] = []any{tree{"port": 2222, "targetPort": 2223}}
 		}},
 		{"agent peer uid mismatch", "peer uid", func(d []tree) {
-			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "10001"}, tree{"name": "APTL_LAUNCH_AGENT_PEER_GID", "value": "0"}}
+			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "10001"}, tree{"name": "APTL_LAUNCH_AGENT_PEER_GID", "value": "10001"}}
 		}},
 		{"agent peer gid mismatch", "peer uid", func(d []tree) {
-			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "0"}, tree{"name": "APTL_LAUNCH_AGENT_PEER_GID", "value": "10001"}}
+			work(d)["env"] = []any{tree{"name": "APTL_LAUNCH_AGENT_PEER_UID", "value": "0"}, tree{"name": "APTL_LAUNCH_AGENT_PEER_GID", "value": "0"}}
 		}},
 	}
 	for _, m := range mutations {

@@ -163,42 +163,54 @@ func livePcapRecord(t *testing.T, s *liveStack) {
 	}
 }
 
-// liveAgentRefusesWorkloadRoot: the agent accepts uid 0 (the sidecar's) only
-// from outside its PID namespace. Root in the workload has uid 0 too; the
-// hand-written wire client (tests/clients/wireclient), run by it through
-// sudo, asks for a session and gets the connection closed without a reply,
-// and the agent logs the refusal with the peer's uid 0 and its pid.
+// liveAgentRefusesWorkloadRoot: the agent accepts uid 0 gid 10001 (the
+// sidecar's ids) only from outside its PID namespace. Root in the workload
+// runs the hand-written wire client (tests/clients/wireclient) through sudo
+// and asks for a session, once as itself (0:0: refused for its gid) and
+// once with the sidecar's gid taken by setpriv (refused for its pid alone,
+// the check that keeps workload root out). Each gets the connection closed
+// without a reply, and the agent logs each refusal with the peer's ids.
 func liveAgentRefusesWorkloadRoot(t *testing.T, s *liveStack) {
 	client := filepath.Join(s.dir, "wireclient")
 	mustRun(t, 3*time.Minute, []string{"CGO_ENABLED=0"}, "go", "build", "-o", client, repoFile(t, "tests/clients/wireclient"))
 	const inWorkload = "/tmp/aptl-wireclient"
 	mustRun(t, 20*time.Second, nil, "docker", "cp", client, s.workload+":"+inWorkload)
-	before := agentRefusalsOfRoot(t, s)
-	out, err := s.ssh(30*time.Second, "s-agent-impostor", false, "sudo -n "+inWorkload+" spawn @aptl-launch-agent kali; echo CLIENT-DONE")
-	if err != nil || !strings.Contains(out, "CLIENT-DONE") {
-		t.Fatalf("wire client session: %v\n%s", err, out)
-	}
-	if !strings.Contains(out, "closed") || strings.Contains(out, "started") || strings.Contains(out, "error ") {
-		t.Errorf("root in the workload got a reply from the agent, want the connection closed without one:\n%s", out)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for agentRefusalsOfRoot(t, s) <= before {
-		if time.Now().After(deadline) {
-			logs, _ := run(t, 10*time.Second, nil, "docker", "logs", "--tail", "20", s.workload)
-			t.Fatalf("the agent logged no refusal of a uid-0 peer inside its PID namespace:\n%s", logs)
-		}
-		time.Sleep(200 * time.Millisecond) // poll interval, not synchronisation
+	for i, tt := range []struct {
+		name, prefix string
+		refusal      *regexp.Regexp
+	}{
+		{"as root (0:0)", "", regexp.MustCompile(`"msg":"connection refused".*"reason":"peer runs as uid 0 gid 0;[^"]*","peer_pid":[1-9]\d*,"peer_uid":0,"peer_gid":0`)},
+		{"as root with the sidecar's gid", "setpriv --regid=10001 --clear-groups ",
+			regexp.MustCompile(`"msg":"connection refused".*"reason":"peer is inside the agent's own PID namespace[^"]*","peer_pid":[1-9]\d*,"peer_uid":0,"peer_gid":10001`)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := agentRefusals(t, s, tt.refusal)
+			out, err := s.ssh(30*time.Second, "s-agent-impostor-"+strconv.Itoa(i), false,
+				"sudo -n "+tt.prefix+inWorkload+" spawn @aptl-launch-agent kali; echo CLIENT-DONE")
+			if err != nil || !strings.Contains(out, "CLIENT-DONE") {
+				t.Fatalf("wire client session: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, "closed") || strings.Contains(out, "started") || strings.Contains(out, "error ") {
+				t.Errorf("root in the workload got a reply from the agent, want the connection closed without one:\n%s", out)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for agentRefusals(t, s, tt.refusal) <= before {
+				if time.Now().After(deadline) {
+					logs, _ := run(t, 10*time.Second, nil, "docker", "logs", "--tail", "20", s.workload)
+					t.Fatalf("the agent logged no refusal matching %s:\n%s", tt.refusal, logs)
+				}
+				time.Sleep(200 * time.Millisecond) // poll interval, not synchronisation
+			}
+		})
 	}
 }
 
-// agentRefusalsOfRoot counts the agent's refusals of a uid-0 peer that has
-// a pid in the agent's namespace (a workload process).
-func agentRefusalsOfRoot(t *testing.T, s *liveStack) int {
+// agentRefusals counts the agent's log lines matching a refusal.
+func agentRefusals(t *testing.T, s *liveStack, refusal *regexp.Regexp) int {
 	logs, err := run(t, 20*time.Second, nil, "docker", "logs", s.workload)
 	if err != nil {
 		t.Fatalf("docker logs %s: %v", s.workload, err)
 	}
-	refusal := regexp.MustCompile(`"msg":"connection refused".*"reason":"peer is inside the agent's own PID namespace[^"]*","peer_pid":[1-9]\d*,"peer_uid":0,"peer_gid":0`)
 	return len(refusal.FindAllString(logs, -1))
 }
 
