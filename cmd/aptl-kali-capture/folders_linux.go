@@ -72,7 +72,8 @@ func permissionHint(dir string) string {
 		return self
 	}
 	return fmt.Sprintf("owned by uid %d gid %d, mode %04o; %s. If an earlier server ran as uid %d (the compose sidecar ran as 10001 before it "+
-		"needed root for its witnesses), give the folder and everything in it to uid %d once: chown -R %d:%d on it (compose/README.md)",
+		"ran as root for its pcap witness), give the folder and everything in it to uid %d once: chown -R %d:%d on it "+
+		"(compose/README.md, \"Volumes from a uid-10001 sidecar\")",
 		st.Uid, st.Gid, fi.Mode().Perm(), self, st.Uid, uid, uid, gid)
 }
 
