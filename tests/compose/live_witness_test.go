@@ -58,6 +58,10 @@ func liveWitnessCaps(t *testing.T, s *liveStack) {
 		if uid := statusLine(string(status), "Uid"); !strings.HasPrefix(uid, "0\t") {
 			t.Errorf("sidecar process %s: Uid %q, want 0", p, uid)
 		}
+		// Its own group, the one the agent accepts (not every root's 0).
+		if gid := statusLine(string(status), "Gid"); !strings.HasPrefix(gid, "10001\t") {
+			t.Errorf("sidecar process %s: Gid %q, want 10001", p, gid)
+		}
 	}
 
 	// Inside the workload: the session's own bounding set, and root's effective set.
