@@ -13,17 +13,18 @@ import (
 // A figure measures one target once per round and returns named values;
 // the table takes each value's median over the rounds.
 type figure struct {
+	id      string // for -only
 	name    string
 	measure func(r *runner, t *target, round int) (map[string]float64, error)
 }
 
 var figures = []figure{
-	{"session open, Go client", (*runner).goOpen},
-	{"session open, node ssh2", (*runner).ssh2Open},
-	{"round trip", (*runner).roundTrip},
-	{"bulk PTY output", (*runner).bulkPTY},
-	{"bulk exec output", (*runner).bulkExec},
-	{"64 concurrent sessions and memory", (*runner).concurrent},
+	{"open", "session open, Go client", (*runner).goOpen},
+	{"ssh2", "session open, node ssh2", (*runner).ssh2Open},
+	{"rt", "round trip", (*runner).roundTrip},
+	{"pty", "bulk PTY output", (*runner).bulkPTY},
+	{"exec", "bulk exec output", (*runner).bulkExec},
+	{"concurrent", "64 concurrent sessions and memory", (*runner).concurrent},
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,18 +27,20 @@ type Options struct {
 	Conns      int   // connections they share
 	Commands   int   // commands each concurrent session runs
 
-	Repo        string // the module's root: the server is built from it
-	SSHD        string // sshd binary
-	User        string // login user, made if absent
-	NodeModules string // node_modules holding ssh2
-	Keep        bool   // keep the work folder (logs, configs, records)
+	Repo        string   // the module's root: the server is built from it
+	Server      string   // a server binary to measure instead of building one
+	Only        []string // figure ids to measure (figures.go); empty: all
+	SSHD        string   // sshd binary
+	User        string   // login user, made if absent
+	NodeModules string   // node_modules holding ssh2
+	Keep        bool     // keep the work folder (logs, configs, records)
 	Progress    io.Writer
 }
 
 // FullOptions are the documented run's sizes (docs/BENCHMARKS.md): about
 // ten minutes on two cores.
 func FullOptions() Options {
-	return Options{Rounds: 5, GoOpens: 10, SSH2Opens: 20, RoundTrips: 200, PTYBytes: 32 << 20, ExecBytes: 128 << 20,
+	return Options{Rounds: 5, GoOpens: 10, SSH2Opens: 20, RoundTrips: 200, PTYBytes: 16 << 20, ExecBytes: 64 << 20,
 		Sessions: 64, Conns: 8, Commands: 20, SSHD: "/usr/sbin/sshd", User: "aptlbench", Repo: "."}
 }
 
@@ -54,6 +57,11 @@ func (o Options) check() error {
 	if o.Rounds < 1 || o.GoOpens < 1 || o.SSH2Opens < 1 || o.RoundTrips < 1 || o.PTYBytes < 1 || o.ExecBytes < 1 ||
 		o.Conns < 1 || o.Commands < 1 || o.Sessions < o.Conns || o.Sessions%o.Conns != 0 || o.Sessions/o.Conns > 16 {
 		return fmt.Errorf("bench: sizes out of range (every count positive, sessions a multiple of conns, at most 16 a connection): %+v", o)
+	}
+	for _, id := range o.Only {
+		if !slices.ContainsFunc(figures, func(f figure) bool { return f.id == id }) {
+			return fmt.Errorf("bench: no figure %q (figures: open, ssh2, rt, pty, exec, concurrent)", id)
+		}
 	}
 	if o.NodeModules == "" {
 		return errors.New("bench: no node_modules with ssh2: set APTL_SSH2_NODE_MODULES or run npm install in tests/node")
@@ -130,11 +138,14 @@ func (r *runner) start() error {
 	}
 	r.key = key
 	authorized := gossh.MarshalAuthorizedKey(key.PublicKey())
-	bin := filepath.Join(r.dir, "aptl-kali-capture")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/aptl-kali-capture")
-	build.Dir = r.opt.Repo
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the server: %v: %s", err, out)
+	bin := r.opt.Server
+	if bin == "" {
+		bin = filepath.Join(r.dir, "aptl-kali-capture")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/aptl-kali-capture")
+		build.Dir = r.opt.Repo
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building the server: %v: %s", err, out)
+		}
 	}
 	a, err := startSSHD(r.opt.SSHD, "A", filepath.Join(r.dir, "sshd-bare"), r.acct, authorized, false)
 	if err != nil {
@@ -159,6 +170,9 @@ func (r *runner) rounds() (*Results, error) {
 	res := newResults()
 	for round := range r.opt.Rounds {
 		for _, f := range figures {
+			if len(r.opt.Only) > 0 && !slices.Contains(r.opt.Only, f.id) {
+				continue
+			}
 			for _, t := range r.targets {
 				start := time.Now()
 				vals, err := f.measure(r, t, round)

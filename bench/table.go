@@ -99,6 +99,9 @@ func (r *Results) WriteTable(w io.Writer, rounds int) {
 			return out
 		}
 		a, b, us := col("A"), col("B"), col("us")
+		if _, measured := r.values["us"][rw.values[0]]; !measured {
+			continue // not in this run's -only
+		}
 		met := "no"
 		if rw.met(us, a) {
 			met = "yes"

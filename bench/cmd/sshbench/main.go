@@ -25,6 +25,8 @@ func main() {
 	rounds := flag.Int("rounds", 0, "rounds to take medians over (default 5, 1 with -quick)")
 	keep := flag.Bool("keep", false, "keep the work folder: configs, server logs, the last round's records")
 	user := flag.String("user", "aptlbench", "login user of every target; made with useradd (and removed) if absent")
+	server := flag.String("server", "", "measure this server binary instead of building ./cmd/aptl-kali-capture")
+	only := flag.String("only", "", "comma-separated figures to measure: open, ssh2, rt, pty, exec, concurrent (default all)")
 	sshd := flag.String("sshd", "/usr/sbin/sshd", "sshd binary (Debian openssh-server)")
 	flag.Parse()
 	opt := bench.FullOptions()
@@ -35,6 +37,10 @@ func main() {
 		opt.Rounds = *rounds
 	}
 	opt.Keep, opt.User, opt.SSHD, opt.Progress = *keep, *user, *sshd, os.Stderr
+	opt.Server = *server
+	if *only != "" {
+		opt.Only = strings.Split(*only, ",")
+	}
 	opt.NodeModules = os.Getenv("APTL_SSH2_NODE_MODULES")
 	if opt.NodeModules == "" {
 		opt.NodeModules = filepath.Join("tests", "node", "node_modules")

@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHarnessSmoke runs one tiny round against the three real targets and
+// checks that the table has every row with a value for each target. It
+// asserts nothing about the figures: speed is the benchmark's to report.
+func TestHarnessSmoke(t *testing.T) {
+	if os.Getenv("APTL_CAPTURE_SLOW_TESTS") != "1" {
+		t.Skip("starts sshd twice and the server: set APTL_CAPTURE_SLOW_TESTS=1")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the benchmark runs as root (sshd, useradd)")
+	}
+	opt := FullOptions()
+	if _, err := exec.LookPath(opt.SSHD); err != nil {
+		t.Skip("needs sshd: apt-get install openssh-server")
+	}
+	modules := os.Getenv("APTL_SSH2_NODE_MODULES")
+	if modules == "" {
+		modules = filepath.Join("..", "tests", "node", "node_modules")
+	}
+	if _, err := os.Stat(filepath.Join(modules, "ssh2")); err != nil {
+		t.Skipf("needs node ssh2: set APTL_SSH2_NODE_MODULES (%v)", err)
+	}
+	opt.Repo, opt.NodeModules, opt.User = "..", modules, "aptlbenchsmoke"
+	opt.Rounds, opt.GoOpens, opt.SSH2Opens, opt.RoundTrips = 1, 1, 2, 3
+	opt.PTYBytes, opt.ExecBytes, opt.Sessions, opt.Conns, opt.Commands = 64<<10, 1<<20, 4, 2, 2
+	var progress bytes.Buffer
+	opt.Progress = &progress
+	res, err := Run(opt)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	var table bytes.Buffer
+	res.WriteTable(&table, opt.Rounds)
+	t.Logf("\n%s", table.String())
+	for _, rw := range rows {
+		if !strings.Contains(table.String(), "| "+rw.label+" |") {
+			t.Errorf("table has no row %q", rw.label)
+		}
+	}
+	for _, target := range []string{"A", "B", "us"} {
+		for _, v := range valueOrder {
+			if v == "mem" {
+				continue // a difference of two samples: may be zero or negative
+			}
+			if res.Median(target, v) <= 0 {
+				t.Errorf("%s: %s = %v, want a measured value", target, v, res.Median(target, v))
+			}
+		}
+	}
+	if _, err := exec.Command("id", opt.User).Output(); err == nil {
+		t.Errorf("the login user %s made for the run is still there", opt.User)
+	}
+}
