@@ -61,3 +61,30 @@ func TestHarnessSmoke(t *testing.T) {
 		t.Errorf("the login user %s made for the run is still there", opt.User)
 	}
 }
+
+// TestRatiosArePerRound: a round where every target was slow (a busy
+// minute) moves the medians of A and us apart but not the ratio, which is
+// taken within each round.
+func TestRatiosArePerRound(t *testing.T) {
+	res := newResults()
+	for _, round := range []struct{ a, us float64 }{{1, 2}, {10, 20}, {1.5, 3}} {
+		res.add("A", map[string]float64{"rt": round.a})
+		res.add("B", map[string]float64{"rt": round.a})
+		res.add("us", map[string]float64{"rt": round.us})
+	}
+	if got := res.RatioMedian("us", "A", "rt"); got != 2 {
+		t.Errorf("ratio median = %v, want 2", got)
+	}
+	if got := res.Median("A", "rt"); got != 1.5 {
+		t.Errorf("median of A = %v, want 1.5", got)
+	}
+	var table bytes.Buffer
+	res.WriteTable(&table, 3)
+	want := "| round trip, delimiter-wrapped `true` (ms, p50) | 1.50 | 1.50 | 3.00 | 2.00 | 1.00 | ≤ 1.05 | no |"
+	if !strings.Contains(table.String(), want) {
+		t.Errorf("table lacks\n%s\ngot:\n%s", want, table.String())
+	}
+	if strings.Contains(table.String(), "bulk exec") {
+		t.Errorf("a figure that was not measured has a row:\n%s", table.String())
+	}
+}
