@@ -73,15 +73,10 @@ func startSSHD(sshd, name, dir string, acct *account, authorizedKey []byte, reco
 		return nil, err
 	}
 	t.hostKey = signer.PublicKey()
-	keys := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(keys, authorizedKey, 0o644); err != nil {
-		return nil, err
-	}
-	port, err := freePort()
+	keys, port, err := t.placeClient(authorizedKey)
 	if err != nil {
 		return nil, err
 	}
-	t.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cfg := fmt.Sprintf(sshdConfig, port, filepath.Join(dir, "ssh_host_ed25519_key"), filepath.Join(dir, "sshd.pid"), keys, acct.name)
 	if record {
 		t.records = filepath.Join(dir, "sessions")
@@ -108,15 +103,10 @@ func startServe(bin, dir string, acct *account, authorizedKey []byte) (*target, 
 			return nil, err
 		}
 	}
-	keys := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(keys, authorizedKey, 0o644); err != nil {
-		return nil, err
-	}
-	port, err := freePort()
+	keys, _, err := t.placeClient(authorizedKey)
 	if err != nil {
 		return nil, err
 	}
-	t.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cmd := exec.Command(bin, "serve", "--listen", t.addr, "--root", t.records, "--state-dir", state,
 		"--authorized-keys", keys, "--users", acct.name, "--ready-file", filepath.Join(dir, "ready"),
 		"--launch", "local", "--max-conns", "128", "--max-sessions", "128", "--log-level", "warn")
@@ -133,6 +123,20 @@ func startServe(bin, dir string, acct *account, authorizedKey []byte) (*target, 
 		return nil, fmt.Errorf("server host key: %w", err)
 	}
 	return t, nil
+}
+
+// placeClient writes the client's key into the target's authorized_keys
+// and picks its port.
+func (t *target) placeClient(authorizedKey []byte) (keys string, port int, err error) {
+	keys = filepath.Join(t.dir, "authorized_keys")
+	if err := os.WriteFile(keys, authorizedKey, 0o644); err != nil {
+		return "", 0, err
+	}
+	if port, err = freePort(); err != nil {
+		return "", 0, err
+	}
+	t.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	return keys, port, nil
 }
 
 // start runs cmd with its output in <dir>/server.log and waits until the
