@@ -248,7 +248,7 @@ func (l *gateListener) Accept() (net.Conn, error) {
 				"remote", conn.RemoteAddr().String(), "local_source", source.local, "reason", reason)
 			continue
 		}
-		return &gatedConn{Conn: conn, gate: l.gate, source: source, pending: true}, nil
+		return &gatedConn{Conn: withQuickAck(conn), gate: l.gate, source: source, pending: true}, nil
 	}
 }
 
