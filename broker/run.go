@@ -39,9 +39,12 @@ const (
 // when the launcher lost the process and no real status exists.
 const exitSSHFailure = 255
 
-// inputBufSize is the input copier's buffer: the most one read of the
-// client's channel takes (its packets carry at most 32 KiB).
-const inputBufSize = 32 << 10
+// quietInputSize is the input copier's buffer while the client sends
+// keystrokes and commands, which is what an idle or interactive session
+// holds. A read that fills it means more is queued in the channel: the
+// copier then reads into a pooled batch (batchSize) until a read leaves the
+// batch partly empty, and gives the batch back before it waits again.
+const quietInputSize = 2 << 10
 
 // run is a started process with its record. Lifecycle: start publishes it,
 // the copiers move bytes (recording before forwarding), finish waits for
@@ -364,8 +367,18 @@ func (r *run) deliver(o *output, batch *[]byte, n int, done chan<- struct{}) {
 // were sent, and the record says what the session was offered.
 func (r *run) copyInput(dst *os.File, closeOnEOF bool) {
 	defer recoverSession(r.log)
-	buf := make([]byte, inputBufSize)
+	quiet := make([]byte, quietInputSize)
+	var batch *[]byte // a pooled batch while the client sends in bulk
+	defer func() {
+		if batch != nil {
+			putBatch(batch)
+		}
+	}()
 	for {
+		buf := quiet
+		if batch != nil {
+			buf = *batch
+		}
 		n, err := r.ss.ch.Read(buf)
 		if n > 0 {
 			if rerr := r.rec.Input(buf[:n]); rerr != nil {
@@ -390,6 +403,13 @@ func (r *run) copyInput(dst *os.File, closeOnEOF bool) {
 				r.ss.stop(errClientEOF)
 			}
 			return
+		}
+		switch {
+		case n == len(buf) && batch == nil:
+			batch = getBatch()
+		case n < len(buf) && batch != nil:
+			putBatch(batch)
+			batch = nil
 		}
 	}
 }

@@ -2,7 +2,11 @@ package tests
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
@@ -60,5 +64,53 @@ func TestBulkExecOutputIsTheRecord(t *testing.T) {
 	verifyOK(t, dir, h.hostKey)
 	if got := replay(t, dir, "out"); !bytes.Equal(got, []byte(stdout)) {
 		t.Errorf("the record (%d bytes) is not what the client received (%d bytes)", len(got), len(stdout))
+	}
+}
+
+// TestBulkInputIsTheRecord: the input copier switches from its small
+// buffer to pooled batches while the client sends in bulk and back when
+// the channel is drained (broker/run.go, copyInput). 8 MiB of random stdin
+// in writes of varied sizes must reach the command whole and in order, and
+// the recorded input stream must be exactly those bytes.
+func TestBulkInputIsTheRecord(t *testing.T) {
+	h := newHarness(t)
+	s, err := h.dial(t).NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Setenv("APTL_SESSION_ID", "bulk-in")
+	stdin, err := s.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	s.Stdout = &stdout
+	if err := s.Start("sha256sum"); err != nil {
+		t.Fatal(err)
+	}
+	sent := make([]byte, 8<<20)
+	rand.Read(sent)
+	// Small writes (the copier stays on its quiet buffer), then large ones.
+	for rest, size := sent, 1; len(rest) > 0; size = min(size*3, 200<<10) {
+		k := min(size, len(rest))
+		if _, err := stdin.Write(rest[:k]); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[k:]
+	}
+	stdin.Close()
+	if err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(sent)
+	if got, want := strings.Fields(stdout.String()), hex.EncodeToString(sum[:]); len(got) == 0 || got[0] != want {
+		t.Fatalf("the command read %q, want the digest %s of what was sent", stdout.String(), want)
+	}
+	h.waitIdle(t)
+	dir := h.sessionDir("_unbound", "bulk-in")
+	verifyOK(t, dir, h.hostKey)
+	if got := replay(t, dir, "in"); !bytes.Equal(got, sent) {
+		t.Errorf("the recorded input (%d bytes) is not what the client sent (%d bytes)", len(got), len(sent))
 	}
 }

@@ -20,13 +20,13 @@ import (
 // openssh builds a stock OpenSSH client command against the harness:
 // no user config, no agent, the harness host key pinned. The command is
 // bound to the test's deadline and gets SIGQUIT, then SIGKILL, if it hangs.
-func (h *harness) openssh(t *testing.T, args ...string) *exec.Cmd {
+func (h *harness) openssh(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	return h.opensshAs(t, h.user, args...)
 }
 
 // opensshAs is openssh logging in as user.
-func (h *harness) opensshAs(t *testing.T, user string, args ...string) *exec.Cmd {
+func (h *harness) opensshAs(t testing.TB, user string, args ...string) *exec.Cmd {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("OpenSSH client tests skipped in -short mode")

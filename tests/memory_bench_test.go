@@ -1,0 +1,120 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// idleSessions is how many idle sessions BenchmarkIdleSessionMemory holds.
+const idleSessions = 64
+
+// BenchmarkIdleSessionMemory measures what an idle session costs this
+// process: 64 stock OpenSSH clients, each on its own connection with a PTY
+// shell that printed its prompt and waits (the tool servers' shape), and
+// per session the growth of the Go heap in use, of goroutine stacks, of
+// the process's PSS (/proc/self/smaps_rollup) and of the goroutine count.
+// The shells are child processes and not counted. Run it once:
+//
+//	go test -run '^$' -bench IdleSessionMemory -benchtime 1x -count 5 ./tests/
+//
+// With the sessions open, APTL_BENCH_HEAP_PROFILE=<file> writes the heap
+// profile (go tool pprof -sample_index=inuse_space) and
+// APTL_BENCH_GOROUTINES=<file> the goroutines, counted by stack.
+func BenchmarkIdleSessionMemory(b *testing.B) {
+	if os.Getenv("APTL_BENCH_HEAP_PROFILE") != "" {
+		// Every allocation in the profile, not a sample per 512 KiB.
+		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+		runtime.MemProfileRate = 1
+	}
+	h := newHarness(b)
+	for b.Loop() {
+		before := readMemory(b)
+		var stdins []io.WriteCloser
+		for i := 0; i < idleSessions; i++ {
+			cmd := h.openssh(b, "-tt")
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			stdins = append(stdins, stdin)
+			b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			// One at a time: the pre-authentication bound per source
+			// (broker/preauth.go) refuses a burst of 64 from one address.
+			waitFor(b, 30*time.Second, "idle session open", func() bool { return h.srv.ActiveSessions() == i+1 })
+		}
+		// The shells print their prompts; then nothing moves.
+		time.Sleep(2 * time.Second)
+		during := readMemory(b)
+		writeProfile(b, "heap", os.Getenv("APTL_BENCH_HEAP_PROFILE"), 0)
+		writeProfile(b, "goroutine", os.Getenv("APTL_BENCH_GOROUTINES"), 1)
+		per := func(a, z int64) float64 { return float64(z-a) / idleSessions }
+		b.ReportMetric(per(before.heap, during.heap)/1024, "heap-KiB/session")
+		b.ReportMetric(per(before.stack, during.stack)/1024, "stack-KiB/session")
+		b.ReportMetric(per(before.pss, during.pss)/1024, "PSS-KiB/session")
+		b.ReportMetric(per(before.goroutines, during.goroutines), "goroutines/session")
+		for _, stdin := range stdins {
+			stdin.Close()
+		}
+		waitFor(b, 60*time.Second, "idle sessions closed", func() bool { return h.srv.ActiveSessions() == 0 })
+	}
+}
+
+type memory struct{ heap, stack, pss, goroutines int64 }
+
+// readMemory collects garbage twice (sync.Pool keeps its items for one
+// more cycle), returns freed memory to the kernel, and reads the figures.
+func readMemory(b *testing.B) memory {
+	runtime.GC()
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memory{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), pss: pssBytes(b), goroutines: int64(runtime.NumGoroutine())}
+}
+
+// pssBytes is this process's proportional set size.
+func pssBytes(b *testing.B) int64 {
+	f, err := os.Open("/proc/self/smaps_rollup")
+	if err != nil {
+		b.Skipf("no smaps_rollup: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("Pss:")); ok {
+			kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(rest, []byte("kB")))), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no Pss line in smaps_rollup")
+	return 0
+}
+
+// writeProfile writes the named runtime profile to path, if path is set.
+func writeProfile(b *testing.B, name, path string, debug int) {
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
+		b.Fatal(err)
+	}
+}
