@@ -18,8 +18,9 @@ const (
 	// of SnapLen, so any packet fits an empty batch.
 	batchBytes = 2 * SnapLen
 	// queueBatches bounds a session's outstanding batches (filling,
-	// queued and being written): 4 MiB of packets.
-	queueBatches = 8
+	// queued and being written): 16 MiB, half the ring, held only while
+	// the session's writer is behind.
+	queueBatches = 32
 )
 
 // batch is packets copied out of the ring, their data back to back in buf.
@@ -66,13 +67,16 @@ func (t *tap) enqueue(p *packet) {
 	t.filling.add(p)
 }
 
-// handOff passes the batch being filled to the writer. The engine calls it
-// after each ring block, so packets reach the files within a block's
-// timeout even when few arrive.
+// handOff passes the batch being filled to the writer when the writer has
+// nothing else queued. The engine calls it after each ring block, so
+// packets reach the files within a block's timeout even when few arrive;
+// while the writer is behind, the batch keeps filling instead, so the
+// batches it is handed then are full ones and the queue's bound counts
+// bytes, not blocks.
 func (t *tap) handOff() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.closed {
+	if !t.closed && len(t.queue) == 0 {
 		t.handOffLocked()
 	}
 }
