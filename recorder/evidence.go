@@ -183,10 +183,10 @@ func (s *Session) onTick() {
 			return
 		}
 	}
-	// The timer's fsync, too, runs beside the copiers.
-	if s.reapSync(false) == nil && (s.unsynced > 0 || s.syncing == nil) {
-		s.startSync()
-	}
+	// The timer's fsync, too, runs beside the copiers. It always starts
+	// (after one still running): the records just written, the checkpoint
+	// among them, may postdate the running one.
+	s.startSync()
 }
 
 // checkpointAndSync signs the head if anything was recorded since the last
