@@ -71,7 +71,8 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 						b.Logf("ssh %d said: %s", i, e.String())
 					}
 				}
-				b.Fatalf("%d of %d sessions open", h.srv.ActiveSessions(), idleSessions)
+				logs := h.logs.String()
+				b.Fatalf("%d of %d sessions open; server log ends: %s", h.srv.ActiveSessions(), idleSessions, logs[max(0, len(logs)-3000):])
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
