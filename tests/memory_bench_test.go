@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -50,7 +51,11 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 		var stdins []io.WriteCloser
 		var stderrs []*testutil.LockedBuffer
 		for i := 0; i < idleSessions; i++ {
-			cmd := h.openssh(b, "-tt")
+			// h.openssh's command is killed after 60 s; these clients
+			// stay until the measurement is done.
+			bounded := h.openssh(b, "-tt")
+			cmd := exec.Command(bounded.Path, bounded.Args[1:]...)
+			cmd.Env = bounded.Env
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
 				b.Fatal(err)
