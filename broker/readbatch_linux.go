@@ -3,24 +3,46 @@ package broker
 import (
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// readBatch reads from f whatever the kernel has ready, up to len(buf),
+// batchSize is the most one read of a session's output takes, and so the
+// most one record write and one channel write carry. It matches a pipe's
+// default capacity (64 KiB), so one read empties a full pipe. A busy
+// stream holds two batches (one being read and recorded, one being
+// delivered, see copyOutput), which is also the most a slow client can make
+// the broker hold per stream; an idle one holds none (readBatch takes a
+// batch only once the kernel has bytes).
+const batchSize = 64 << 10
+
+// batches pools output batches across sessions, so idle sessions cost no
+// buffer and busy ones do not allocate per read.
+var batches = sync.Pool{New: func() any { b := make([]byte, batchSize); return &b }}
+
+func getBatch() *[]byte  { return batches.Get().(*[]byte) }
+func putBatch(b *[]byte) { batches.Put(b) }
+
+// readBatch reads from f whatever the kernel has ready, up to batchSize,
 // blocking (through the runtime poller, so deadlines apply) only until the
 // first byte. A PTY master returns at most one tty buffer (about 4 KiB) per
 // read; taking everything already queued in one call means one record write
 // and one channel write per burst instead of per buffer, and never delays a
-// byte that is already there.
-func readBatch(f *os.File, buf []byte) (int, error) {
+// byte that is already there. The batch comes from the pool once there is
+// something to read and goes back there while readBatch waits; the caller
+// owns it when n > 0 and returns it with putBatch.
+func readBatch(f *os.File) (batch *[]byte, n int, _ error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	n := 0
 	var rerr error
 	err = rc.Read(func(fd uintptr) bool {
+		if batch == nil {
+			batch = getBatch()
+		}
+		buf := *batch
 		for n < len(buf) {
 			m, err := unix.Read(int(fd), buf[n:])
 			switch {
@@ -30,7 +52,13 @@ func readBatch(f *os.File, buf []byte) (int, error) {
 			case err == unix.EINTR:
 				continue
 			case err == unix.EAGAIN:
-				return n > 0 // false: wait for readiness, then call again
+				if n == 0 {
+					// Nothing yet: wait for readiness without a batch.
+					putBatch(batch)
+					batch = nil
+					return false
+				}
+				return true
 			case err != nil:
 				rerr = os.NewSyscallError("read", err)
 			default:
@@ -43,10 +71,13 @@ func readBatch(f *os.File, buf []byte) (int, error) {
 	if n > 0 {
 		// Deliver what was read; the error (EIO, EOF) comes back on the
 		// next call, when nothing is left.
-		return n, nil
+		return batch, n, nil
+	}
+	if batch != nil {
+		putBatch(batch)
 	}
 	if rerr != nil {
-		return 0, rerr
+		return nil, 0, rerr
 	}
-	return 0, err
+	return nil, 0, err
 }

@@ -39,9 +39,12 @@ const (
 // when the launcher lost the process and no real status exists.
 const exitSSHFailure = 255
 
-// copyBufSize is the per-stream buffer; with record-before-forward it is
-// also the most a slow client can make the broker hold per stream.
-const copyBufSize = 32 << 10
+// quietInputSize is the input copier's buffer while the client sends
+// keystrokes and commands, which is what an idle or interactive session
+// holds. A read that fills it means more is queued in the channel: the
+// copier then reads into a pooled batch (batchSize) until a read leaves the
+// batch partly empty, and gives the batch back before it waits again.
+const quietInputSize = 2 << 10
 
 // run is a started process with its record. Lifecycle: start publishes it,
 // the copiers move bytes (recording before forwarding), finish waits for
@@ -86,6 +89,9 @@ type output struct {
 	stderr bool // a pipe session's stderr: its own stream in the integrity log
 	// delivered counts the bytes the client's channel accepted.
 	delivered atomic.Int64
+	// undeliverable is set by a delivery whose channel write failed; the
+	// next delivery starts only after it ended, and then skips the write.
+	undeliverable bool
 }
 
 func (o *output) record(rec *recorder.Session, p []byte) error {
@@ -282,21 +288,34 @@ func (r *run) startCopiers() {
 	}
 }
 
-// copyOutput records each chunk before forwarding it. A slow client blocks
-// the Write, which stops the reads, which fills the kernel buffer, which
+// copyOutput records each batch before forwarding it. A slow client blocks
+// the delivery, which stops the reads, which fills the kernel buffer, which
 // blocks the writer in the workload: backpressure, never loss. Once the
 // client is gone the bytes are still recorded, just not delivered.
+//
+// Delivering batch k (encrypting it and writing it to the connection)
+// overlaps with reading and recording batch k+1, so the two cores work on
+// both at once; delivery k+1 starts only after delivery k ended, so the
+// client gets the batches in the order they were recorded, and every byte
+// it gets was recorded (written to the typescript with write(2)) first. At
+// most two batches per stream are held: the one delivered and the one
+// recorded.
 func (r *run) copyOutput(o *output) {
 	defer r.outputsWG.Done()
 	defer recoverSession(r.log)
-	buf := make([]byte, copyBufSize)
-	deliver := true
+	var delivering chan struct{} // closed when the last delivery ended
+	defer func() {
+		if delivering != nil {
+			<-delivering
+		}
+	}()
 	var drained time.Duration // after the exit: time spent reading and recording
 	for {
 		start := time.Now()
-		n, err := readBatch(o.src, buf)
+		batch, n, err := readBatch(o.src)
 		if n > 0 {
-			if rerr := o.record(r.rec, buf[:n]); rerr != nil {
+			if rerr := o.record(r.rec, (*batch)[:n]); rerr != nil {
+				putBatch(batch)
 				r.ss.stop(ioCause(rerr))
 				return
 			}
@@ -304,11 +323,12 @@ func (r *run) copyOutput(o *output) {
 		if r.exited.Load() {
 			drained += time.Since(maxTime(start, r.exitedAt))
 		}
-		if n > 0 && deliver {
-			// A write that fails part-way still delivered its first w bytes.
-			w, werr := o.dst.Write(buf[:n])
-			o.delivered.Add(int64(w))
-			deliver = werr == nil
+		if n > 0 {
+			if delivering != nil {
+				<-delivering
+			}
+			delivering = make(chan struct{})
+			go r.deliver(o, batch, n, delivering)
 		}
 		if err != nil {
 			// EIO (master without slaves), EOF (pipe), deadline (drain
@@ -327,13 +347,38 @@ func (r *run) copyOutput(o *output) {
 	}
 }
 
+// deliver writes a recorded batch of o to the client's channel, returns
+// the batch to the pool and closes done.
+func (r *run) deliver(o *output, batch *[]byte, n int, done chan<- struct{}) {
+	defer close(done)
+	defer putBatch(batch)
+	defer recoverSession(r.log)
+	if o.undeliverable {
+		return
+	}
+	// A write that fails part-way still delivered its first w bytes.
+	w, werr := o.dst.Write((*batch)[:n])
+	o.delivered.Add(int64(w))
+	o.undeliverable = werr != nil
+}
+
 // copyInput records the client's bytes before writing them to the master or
 // the stdin pipe. Bytes are recorded even if the write then fails: they
 // were sent, and the record says what the session was offered.
 func (r *run) copyInput(dst *os.File, closeOnEOF bool) {
 	defer recoverSession(r.log)
-	buf := make([]byte, copyBufSize)
+	quiet := make([]byte, quietInputSize)
+	var batch *[]byte // a pooled batch while the client sends in bulk
+	defer func() {
+		if batch != nil {
+			putBatch(batch)
+		}
+	}()
 	for {
+		buf := quiet
+		if batch != nil {
+			buf = *batch
+		}
 		n, err := r.ss.ch.Read(buf)
 		if n > 0 {
 			if rerr := r.rec.Input(buf[:n]); rerr != nil {
@@ -358,6 +403,13 @@ func (r *run) copyInput(dst *os.File, closeOnEOF bool) {
 				r.ss.stop(errClientEOF)
 			}
 			return
+		}
+		switch {
+		case n == len(buf) && batch == nil:
+			batch = getBatch()
+		case n < len(buf) && batch != nil:
+			putBatch(batch)
+			batch = nil
 		}
 	}
 }

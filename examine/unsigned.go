@@ -21,8 +21,8 @@ const (
 	// MaxUnsignedTail bounds the typescript bytes past the last trusted
 	// checkpoint (and the data records chained after it): the 16 MiB
 	// schedule plus as much again for margin; the chunk that crosses the
-	// schedule is at most 32 KiB from the broker (copyBufSize in
-	// broker/run.go), and a data record at most 1 MiB (maxCoalesce in
+	// schedule is at most 64 KiB from the broker (batchSize in
+	// broker/readbatch_linux.go), and a data record at most 1 MiB (maxCoalesce in
 	// integrity/chain.go).
 	MaxUnsignedTail = 32 << 20
 	// MaxUnsignedTimingTail bounds the timing bytes past the last trusted

@@ -91,45 +91,50 @@ func TestStrictSyncWritesLogBeforeReturning(t *testing.T) {
 	}
 }
 
-// BenchmarkOutput measures recording 4 KiB chunks: "plain" writes the same
-// typescript bytes and timing lines to two files, as the recorder would
-// without the integrity log; "interval" and "strict" are the recorder with
-// the log under each durability mode. log-bytes/MiB is the log's size per
-// MiB of transcript.
+// BenchmarkOutput measures recording chunks of 4 KiB (a PTY master's
+// read) and 64 KiB (the broker's largest batch, broker/readbatch_linux.go):
+// "plain" writes the same typescript bytes and timing lines to two files,
+// as the recorder would without the integrity log; "interval" and "strict"
+// are the recorder with the log under each durability mode.
+// log-bytes/MiB is the log's size per MiB of transcript.
 func BenchmarkOutput(b *testing.B) {
-	p := bytes.Repeat([]byte("0123456789abcdef"), 4096/16)
-	b.Run("plain", func(b *testing.B) {
-		ts, _ := os.Create(filepath.Join(b.TempDir(), "ts"))
-		tm, _ := os.Create(filepath.Join(b.TempDir(), "tm"))
-		defer ts.Close()
-		defer tm.Close()
-		b.SetBytes(int64(len(p)))
-		for b.Loop() {
-			ts.Write(p)
-			tm.Write([]byte("O 0.000012 4096\n"))
-		}
-	})
-	for _, mode := range []SyncMode{SyncInterval, SyncStrict} {
-		b.Run(mode.String(), func(b *testing.B) {
-			opts := testOptions()
-			opts.Sync = mode
-			s, err := Create(b.TempDir(), Meta{RunID: "r", SessionID: "s"}, opts)
-			if err != nil {
-				b.Fatal(err)
-			}
+	for _, size := range []int{4 << 10, 64 << 10} {
+		p := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+		kib := fmt.Sprintf("/%dKiB", size>>10)
+		b.Run("plain"+kib, func(b *testing.B) {
+			ts, _ := os.Create(filepath.Join(b.TempDir(), "ts"))
+			tm, _ := os.Create(filepath.Join(b.TempDir(), "tm"))
+			defer ts.Close()
+			defer tm.Close()
+			line := fmt.Appendf(nil, "O 0.000012 %d\n", size)
 			b.SetBytes(int64(len(p)))
-			b.ReportAllocs()
 			for b.Loop() {
-				if err := s.Output(p); err != nil {
+				ts.Write(p)
+				tm.Write(line)
+			}
+		})
+		for _, mode := range []SyncMode{SyncInterval, SyncStrict} {
+			b.Run(mode.String()+kib, func(b *testing.B) {
+				opts := testOptions()
+				opts.Sync = mode
+				s, err := Create(b.TempDir(), Meta{RunID: "r", SessionID: "s"}, opts)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.StopTimer()
-			s.Close(0)
-			st, _ := os.Stat(filepath.Join(s.Dir(), "pty", vocab.LogFile))
-			_, out := s.Bytes()
-			b.ReportMetric(float64(st.Size())/(float64(out)/(1<<20)), "log-bytes/MiB")
-		})
+				b.SetBytes(int64(len(p)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := s.Output(p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				s.Close(0)
+				st, _ := os.Stat(filepath.Join(s.Dir(), "pty", vocab.LogFile))
+				_, out := s.Bytes()
+				b.ReportMetric(float64(st.Size())/(float64(out)/(1<<20)), "log-bytes/MiB")
+			})
+		}
 	}
 }
 

@@ -45,7 +45,8 @@ type Session struct {
 	counted         map[string]int64 // every byte per log stream, stored or not
 	stored          int64            // bytes stored in the typescript body
 	capped          bool             // the size cap was reached
-	unsynced        int64            // bytes recorded since the last fsync
+	unsynced        int64            // bytes recorded since the last fsync started
+	syncing         *pendingSync     // the fsync running beside the copiers, if any (syncer.go)
 	sinceCheckpoint int64            // bytes recorded since the last signed head
 	checkpointSeq   uint64           // the chain's length at the last signed head
 	tick            *time.Timer      // pending onTick; nil when none is armed
@@ -137,7 +138,10 @@ func (s *Session) record(stream byte, logStream string, p []byte, count *atomic.
 		// Time whatever reached the typescript, even after a short write,
 		// so the two files stay aligned for scriptreplay.
 		s.line = scriptfmt.AppendTiming(s.line[:0], stream, s.delay(), n)
-		errs = append(errs, s.chain.Data(logStream, off, stored[:n]))
+		// Appended only when non-nil: the common path allocates nothing.
+		if derr := s.chain.Data(logStream, off, stored[:n]); derr != nil {
+			errs = append(errs, derr)
+		}
 		if terr := s.writeTiming(s.line); terr != nil {
 			errs = append(errs, terr, s.chain.TimingGap(logStream, n, terr))
 		}
@@ -265,12 +269,9 @@ func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 // holding their entries up to the run folder, so a session that closed
 // cleanly survives a host crash and its id stays used.
 func (s *Session) syncAndClose() error {
-	var errs []error
-	for _, f := range []*os.File{s.ts.File, s.tm.File, s.log} {
-		if err := f.Sync(); err != nil {
-			errs = append(errs, fmt.Errorf("recorder: fsync: %w", err))
-		}
-	}
+	// An fsync still running beside the copiers ends before the files
+	// close; its failure is reported with the others.
+	errs := []error{s.reapSync(true), syncFiles(s.recordFiles())}
 	errs = append(errs, s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())
 	return errors.Join(errs...)
 }

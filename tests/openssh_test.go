@@ -20,13 +20,13 @@ import (
 // openssh builds a stock OpenSSH client command against the harness:
 // no user config, no agent, the harness host key pinned. The command is
 // bound to the test's deadline and gets SIGQUIT, then SIGKILL, if it hangs.
-func (h *harness) openssh(t *testing.T, args ...string) *exec.Cmd {
+func (h *harness) openssh(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	return h.opensshAs(t, h.user, args...)
 }
 
 // opensshAs is openssh logging in as user.
-func (h *harness) opensshAs(t *testing.T, user string, args ...string) *exec.Cmd {
+func (h *harness) opensshAs(t testing.TB, user string, args ...string) *exec.Cmd {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("OpenSSH client tests skipped in -short mode")
@@ -38,7 +38,14 @@ func (h *harness) opensshAs(t *testing.T, user string, args ...string) *exec.Cmd
 	host, port, _ := net.SplitHostPort(h.addr)
 	kh := filepath.Join(h.stateDir, "known_hosts")
 	line := "[" + host + "]:" + port + " " + string(gossh.MarshalAuthorizedKey(h.hostKey))
-	if err := os.WriteFile(kh, []byte(line), 0o600); err != nil {
+	// Written aside and renamed: clients started at once must never read
+	// a half-written file.
+	tmp, err := os.CreateTemp(h.stateDir, "known_hosts.*")
+	if err == nil {
+		_, err = tmp.WriteString(line)
+		err = errors.Join(err, tmp.Close(), os.Rename(tmp.Name(), kh))
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

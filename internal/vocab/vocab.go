@@ -202,4 +202,5 @@ const (
 	GapPcapKernelDrops = "pcap-kernel-drops"   // the kernel dropped packets during the window
 	GapPcapWriteFailed = "pcap-write-failed"   // a pcap file write failed; later packets not stored
 	GapPcapLinkType    = "pcap-link-type"      // packets of an interface whose link type is not written
+	GapPcapQueueFull   = "pcap-queue-full"     // the session's pcap writer fell behind the capture; packets not stored
 )

@@ -177,14 +177,15 @@ func (e *Engine) wait() {
 	}
 }
 
-// deliverBlock hands each packet of a block to every attached tap.
+// deliverBlock hands each packet of a block to every attached tap, then
+// has each pass what it collected to its writer (queue.go).
 func (e *Engine) deliverBlock(blk []byte) {
 	hdr := (*unix.TpacketHdrV1)(unsafe.Pointer(&blk[blockDescHdr]))
 	taps := e.taps.Load()
 	off := int(hdr.Offset_to_first_pkt)
 	for n := uint32(0); n < hdr.Num_pkts; n++ {
 		if off <= 0 || off+tpacketHdrLen+int(unsafe.Sizeof(unix.RawSockaddrLinklayer{})) > len(blk) {
-			return
+			break
 		}
 		ph := (*unix.Tpacket3Hdr)(unsafe.Pointer(&blk[off]))
 		start, end := off+int(ph.Mac), off+int(ph.Mac)+int(ph.Snaplen)
@@ -198,9 +199,14 @@ func (e *Engine) deliverBlock(blk []byte) {
 			}
 		}
 		if ph.Next_offset == 0 {
-			return
+			break
 		}
 		off += int(ph.Next_offset)
+	}
+	if taps != nil {
+		for _, t := range *taps {
+			t.handOff()
+		}
 	}
 }
 

@@ -28,11 +28,21 @@ type tap struct {
 	start, end  time.Time  // the window; end is zero while it is open
 	started     bool
 	closed      bool
-	files       *fileSet
 	ifaces      map[int]*ifaceStats
 	truncated   int64   // packets cut at SnapLen
 	unsupported counted // packets of interfaces whose link type is not written
 	dropsAt     uint64  // the engine's kernel drop count at Start
+	// The queue to the session's writer (queue.go).
+	filling     *batch        // packets not handed over yet
+	outstanding int           // batches filling, queued or being written
+	queueFull   counted       // packets not stored: the queue was full
+	queue       chan *batch   // nil until the first hand-off, and after Close
+	written     chan struct{} // closed when the writer has written everything
+
+	// filesMu protects files; the writer holds it while writing, the
+	// recorder's checkpoint while syncing. Never held with mu.
+	filesMu sync.Mutex
+	files   *fileSet
 }
 
 // ifaceStats are a session's packets and bytes on one interface.
@@ -69,21 +79,14 @@ func (t *tap) Start() {
 	t.eng.attach(t)
 }
 
-// deliver stores p when it falls in the window. The engine calls it for
-// every packet while the tap is attached.
+// deliver queues p for the session's writer when it falls in the window.
+// The engine calls it for every packet while the tap is attached, on the
+// ring's goroutine: it copies, counts and never waits for the files.
 func (t *tap) deliver(p *packet) {
 	t.mu.Lock()
-	stored := t.store(p)
-	t.mu.Unlock()
-	if stored && !t.notified.Swap(true) {
-		// Not under mu: the recorder calls Checkpoint holding its own lock.
-		go t.notify()
-	}
-}
-
-func (t *tap) store(p *packet) bool {
+	defer t.mu.Unlock()
 	if !t.started || t.closed || p.ts.Before(t.start) || (!t.end.IsZero() && p.ts.After(t.end)) {
-		return false
+		return
 	}
 	st := t.ifaces[p.ifindex]
 	if st == nil {
@@ -94,13 +97,12 @@ func (t *tap) store(p *packet) bool {
 	st.Bytes += int64(p.length)
 	if p.linkType == layers.LinkTypeNull {
 		t.unsupported.add(p)
-		return true
+		return
 	}
 	if len(p.data) < p.length {
 		t.truncated++
 	}
-	t.files.write(p)
-	return true
+	t.enqueue(p)
 }
 
 // Checkpoint flushes and syncs the current file, emits the records of
@@ -108,8 +110,8 @@ func (t *tap) store(p *packet) bool {
 // file's name, size and running digest.
 func (t *tap) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 	t.notified.Store(false)
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.filesMu.Lock()
+	defer t.filesMu.Unlock()
 	if err := t.emitFinished(emit); err != nil {
 		return nil, err
 	}
@@ -140,9 +142,20 @@ func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
 	t.eng.waitCaught(end)
 	t.eng.detach(t)
 	drops := t.eng.drops()
+	// The ring goroutine may still be in a block it started before the
+	// detach: closed makes it store nothing more.
+	t.mu.Lock()
+	t.closed = true
+	written := t.drainQueueLocked()
+	t.mu.Unlock()
+	if written != nil {
+		<-written
+	}
+	// The writer has ended; nothing else touches the tap now.
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.closed = true
+	t.filesMu.Lock()
+	defer t.filesMu.Unlock()
 	t.files.finish()
 	if err := t.emitFinished(emit); err != nil {
 		return nil, err
@@ -151,7 +164,7 @@ func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
 	for _, g := range []struct {
 		c      *counted
 		reason string
-	}{{&t.files.rotated, vocab.GapPcapRotation}, {&t.files.failed, vocab.GapPcapWriteFailed}, {&t.unsupported, vocab.GapPcapLinkType}} {
+	}{{&t.files.rotated, vocab.GapPcapRotation}, {&t.files.failed, vocab.GapPcapWriteFailed}, {&t.unsupported, vocab.GapPcapLinkType}, {&t.queueFull, vocab.GapPcapQueueFull}} {
 		if g.c.packets > 0 {
 			if err := emit(vocab.TypeGap, g.c.gapAttrs(g.reason)); err != nil {
 				return nil, err

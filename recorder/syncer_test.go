@@ -1,0 +1,82 @@
+package recorder
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+)
+
+// startedSync returns the fsync running beside the copier, if any.
+func startedSync(s *Session) *pendingSync {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.syncing
+}
+
+// TestIntervalSyncRunsBesideTheCopier: past syncBytes the recorder starts
+// an fsync without waiting for it, after writing the pending data record,
+// so what the fsync covers includes the bytes that triggered it.
+func TestIntervalSyncRunsBesideTheCopier(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "bg-sync"})
+	chunk := bytes.Repeat([]byte("s"), 64<<10)
+	for n := 0; n <= syncBytes; n += len(chunk) {
+		mustOK(t, s.Output(chunk))
+	}
+	ps := startedSync(s)
+	if ps == nil {
+		t.Fatal("no fsync started after syncBytes were recorded")
+	}
+	<-ps.done
+	if ps.err != nil {
+		t.Fatal(ps.err)
+	}
+	if log := readRecord(t, s.Dir(), vocab.LogFile); !strings.Contains(log, `"type":"data"`) {
+		t.Error("the data record was not written before the fsync started")
+	}
+	mustOK(t, s.Output(chunk))
+	mustOK(t, s.Close(0))
+	if rep := examine.Verify(s.Dir(), trusted()); !rep.OK() {
+		t.Fatalf("record does not verify: %v", rep.Anomalies)
+	}
+}
+
+// TestBackgroundSyncFailureIsSticky: an fsync that fails beside the copier
+// fails the next write and Close, as one on the copier's path would.
+func TestBackgroundSyncFailureIsSticky(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "bg-sync-fails"})
+	// fsync(2) of a pipe fails with EINVAL; writes of timing lines to it
+	// succeed while they fit its buffer.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.Close() })
+	s.mu.Lock()
+	s.tm.File.Close()
+	s.tm.File = pw
+	s.mu.Unlock()
+
+	chunk := bytes.Repeat([]byte("f"), 256<<10)
+	for n := 0; n <= syncBytes; n += len(chunk) {
+		mustOK(t, s.Output(chunk))
+	}
+	ps := startedSync(s)
+	if ps == nil {
+		t.Fatal("no fsync started after syncBytes were recorded")
+	}
+	<-ps.done
+	if err := s.Output([]byte("after")); err == nil || !strings.Contains(err.Error(), "fsync") {
+		t.Errorf("write after a failed fsync = %v, want the fsync failure", err)
+	}
+	if err := s.Close(0); err == nil || !strings.Contains(err.Error(), "fsync") {
+		t.Errorf("Close after a failed fsync = %v, want the fsync failure", err)
+	}
+	if err := s.Output([]byte("x")); !errors.Is(err, ErrClosed) {
+		t.Errorf("write after Close = %v, want ErrClosed", err)
+	}
+}
