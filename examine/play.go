@@ -83,11 +83,11 @@ type playback struct {
 	due    time.Time
 }
 
-func openPlayback(dir string, opts PlayOptions) (p *playback, err error) {
-	p = &playback{dir: dir, opts: opts, tsPath: filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile)}
+func openPlayback(dir string, opts PlayOptions) (_ *playback, err error) {
+	p := &playback{dir: dir, opts: opts, tsPath: filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile)}
 	defer func() {
 		if err != nil {
-			p.close()
+			p.close() // what was opened before the error
 		}
 	}()
 	if p.tm, err = openTail(dir, vocab.TimingFile, scriptfmt.MaxLine); err != nil {
