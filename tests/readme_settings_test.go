@@ -52,3 +52,32 @@ func TestReadmeSettingsTable(t *testing.T) {
 		t.Errorf("README settings table lists %v\nserve has %v", rows, flags)
 	}
 }
+
+// TestReadmeListsSubcommands: README.md's "Two commands" section names
+// every subcommand `help` lists, and each has a synopsis that `<cmd> -h`
+// prints: the README's sections for ls and play quote theirs.
+func TestReadmeListsSubcommands(t *testing.T) {
+	bin := buildCommand(t)
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	section = section[strings.Index(section, "## Two commands"):]
+	section = section[:strings.Index(section[3:], "\n## ")+3]
+	for _, name := range subcommandsOf(t, bin) {
+		if !strings.Contains(section, "`"+name+"`") {
+			t.Errorf("README's Two commands section does not name `%s`", name)
+		}
+	}
+	for _, name := range []string{"ls", "play"} {
+		help, err := exec.Command(bin, name, "-h").Output()
+		if err != nil {
+			t.Fatalf("%s -h: %v", name, err)
+		}
+		synopsis, _, _ := strings.Cut(strings.TrimPrefix(string(help), "usage: "), "\n")
+		if !strings.Contains(string(readme), "\n"+synopsis+"\n") {
+			t.Errorf("README does not quote %s's synopsis %q", name, synopsis)
+		}
+	}
+}
