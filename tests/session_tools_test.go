@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -41,29 +42,9 @@ func runSplit(t *testing.T, bin string, args ...string) (stdout, stderr []byte, 
 // and returns the session's folder once it is finalized.
 func recordShell(t *testing.T, h *harness, run, id string) string {
 	t.Helper()
-	s, err := h.dial(t).NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.Setenv("APTL_RUN_ID", run)
-	s.Setenv("APTL_SESSION_ID", id)
-	if err := s.RequestPty("xterm", 24, 80, gossh.TerminalModes{gossh.ECHO: 1}); err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := s.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := s.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// An interactive bash without startup files: the account's own may
 	// do anything (and on some hosts wait on tools that are missing).
-	if err := s.Start("exec bash --norc --noprofile -i"); err != nil {
-		t.Fatal(err)
-	}
+	s, stdin, stdout := startSession(t, h, run, id, true, "exec bash --norc --noprofile -i")
 	// Each step waits for the output of the one before (quoted so that
 	// the echo of the typed line does not match): bash's `read -s`
 	// flushes input typed ahead of it.
@@ -88,6 +69,37 @@ func recordShell(t *testing.T, h *harness, run, id string) string {
 	s.Wait()
 	h.waitIdle(t)
 	return h.sessionDir(run, id)
+}
+
+// startSession starts command on a new session of h with the ids run and
+// id, on a PTY when pty is set, and returns it with its stdin and stdout;
+// the session is closed when the test ends.
+func startSession(t *testing.T, h *harness, run, id string, pty bool, command string) (*gossh.Session, io.WriteCloser, io.Reader) {
+	t.Helper()
+	s, err := h.dial(t).NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.Setenv("APTL_RUN_ID", run)
+	s.Setenv("APTL_SESSION_ID", id)
+	if pty {
+		if err := s.RequestPty("xterm", 24, 80, gossh.TerminalModes{gossh.ECHO: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdin, err := s.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(command); err != nil {
+		t.Fatal(err)
+	}
+	return s, stdin, stdout
 }
 
 // TestPlayMatchesScriptreplay: play's stdout is byte for byte what
@@ -129,24 +141,7 @@ func TestPlayMatchesScriptreplay(t *testing.T) {
 func TestPlayFollowsLiveSession(t *testing.T) {
 	bin := buildCommand(t)
 	h := newHarness(t)
-	s, err := h.dial(t).NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.Setenv("APTL_RUN_ID", "live")
-	s.Setenv("APTL_SESSION_ID", "follow-1")
-	stdin, err := s.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := s.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start("cat"); err != nil {
-		t.Fatal(err)
-	}
+	s, stdin, stdout := startSession(t, h, "live", "follow-1", false, "cat")
 	var received bytes.Buffer
 	stdin.Write([]byte("first chunk\n"))
 	readUntil(t, stdout, &received, "first chunk\n", 10*time.Second)
@@ -367,6 +362,17 @@ func TestLsListsSessions(t *testing.T) {
 	checkTable(t, string(table), 6)
 	if !strings.Contains(string(table), `evil\x1b[2J\x1b[Hname`) {
 		t.Errorf("the hostile name is not shown escaped:\n%s", table)
+	}
+
+	// --verify runs the verifier on each session: the broken entries fail it.
+	pub := writePubKey(t, h.hostKey)
+	verified, _, code := runSplit(t, bin, "ls", "--verify", "--key", pub, "--run", "lab", h.root)
+	if code != 1 || !regexp.MustCompile(`(?m)^lab +done-1 .* ok +finalized$`).Match(verified) ||
+		!regexp.MustCompile(`(?m)^lab +empty .* FAIL +broken: `).Match(verified) {
+		t.Errorf("ls --verify: exit %d, want 1 with done-1 ok and the empty folder FAIL:\n%s", code, verified)
+	}
+	if _, stderr, code := runSplit(t, bin, "ls", "--verify", h.root); code != 2 || !strings.Contains(string(stderr), "--verify: needs --key") {
+		t.Errorf("ls --verify without --key: exit %d, %q", code, stderr)
 	}
 
 	empty, _, code := runSplit(t, bin, "ls", "--json", t.TempDir())

@@ -16,23 +16,7 @@ import (
 func TestSizeCapWarnsWhenReached(t *testing.T) {
 	const capBytes = 4096
 	h := newHarness(t, func(c *broker.Config) { c.MaxTranscriptBytes = capBytes })
-	s, err := h.dial(t).NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.Setenv("APTL_SESSION_ID", "capped-1")
-	stdin, err := s.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := s.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start("cat"); err != nil {
-		t.Fatal(err)
-	}
+	s, stdin, stdout := startSession(t, h, "cap", "capped-1", false, "cat")
 	// Typed and echoed: 2 x 3000 bytes, past the 4096-byte cap.
 	canary := strings.Repeat("sizecap-canary-", 200)[:3000]
 	if _, err := stdin.Write([]byte(canary)); err != nil {
