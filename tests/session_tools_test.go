@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -399,5 +400,30 @@ func checkTable(t *testing.T, table string, rows int) {
 			!strings.HasPrefix(cell, "in-progress") && !strings.HasPrefix(cell, "broken") {
 			t.Errorf("not aligned: %q has %q under STATE", line, cell)
 		}
+	}
+}
+
+// TestExportAsciicastInput: `export --format asciicast` leaves the typed
+// input out of the shareable copy; --input adds it as "i" events.
+func TestExportAsciicastInput(t *testing.T) {
+	bin := buildCommand(t)
+	dir := recordFinalized(t, t.TempDir(), "r", "s", newTestSigner(t)) // typed "exit\r"
+	events := func(cast []byte) (kinds []string) {
+		for _, line := range strings.Split(strings.TrimSpace(string(cast)), "\n")[1:] {
+			var ev []any
+			if err := json.Unmarshal([]byte(line), &ev); err != nil || len(ev) != 3 {
+				t.Fatalf("event %q: %v", line, err)
+			}
+			kinds = append(kinds, ev[1].(string))
+		}
+		return kinds
+	}
+	shared, stderr, code := runSplit(t, bin, "export", "--format", "asciicast", dir)
+	if code != 0 || strings.Contains(strings.Join(events(shared), ","), "i") || bytes.Contains(shared, []byte("exit")) {
+		t.Errorf("export: exit %d (%s), events %v; want no input", code, stderr, events(shared))
+	}
+	full, stderr, code := runSplit(t, bin, "export", "--format", "asciicast", "--input", dir)
+	if code != 0 || !slices.Contains(events(full), "i") || !bytes.Contains(full, []byte(`"exit\r"`)) {
+		t.Errorf("export --input: exit %d (%s), %s; want the input event", code, stderr, full)
 	}
 }
