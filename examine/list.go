@@ -48,9 +48,9 @@ type Summary struct {
 	// APTL_CLIENT_KEY (the key's SHA256 fingerprint).
 	User      string `json:"user"`
 	ClientKey string `json:"client_key"`
-	// Start is the open record's time; Seconds runs to the close record,
-	// or to the last record so far.
-	Start   time.Time `json:"start"`
+	// Start is the open record's time (nil for a broken session); Seconds
+	// runs to the close record, or to the last record so far.
+	Start   *time.Time `json:"start"`
 	Seconds float64   `json:"duration_seconds"`
 	// ExitCode is the close record's (nil before it); Signal names the
 	// signal that ended the process, if one did.
@@ -265,7 +265,8 @@ func (l *logSummary) fill(s *Summary) {
 		s.Session = id
 	}
 	s.User, s.ClientKey = oa[vocab.HeaderLoginUser], oa[vocab.HeaderClientKey]
-	s.Start = l.open.Time
+	start := l.open.Time
+	s.Start = &start
 	s.BytesIn, s.BytesOut = l.in, l.out
 	s.State = StateInProgress
 	end := l.last
@@ -279,7 +280,7 @@ func (l *logSummary) fill(s *Summary) {
 		s.BytesIn = attrInt(ca, vocab.AttrCloseBytes+vocab.StreamIn, l.in)
 		s.BytesOut = attrInt(ca, vocab.AttrCloseBytes+vocab.StreamOut, 0) + attrInt(ca, vocab.AttrCloseBytes+vocab.StreamErr, 0)
 	}
-	if d := end.Sub(s.Start); d > 0 {
+	if d := end.Sub(start); d > 0 {
 		s.Seconds = d.Seconds()
 	}
 }

@@ -348,7 +348,7 @@ func TestLsListsSessions(t *testing.T) {
 		t.Errorf("live-1: %+v, want in-progress with no exit code", l)
 	}
 	for _, id := range []string{"lab/a-file", "lab/empty", "lab/evil\x1b[2J\x1b[Hname", "linked-run/"} {
-		if b, ok := byID[id]; !ok || b.State != "broken" || b.Error == "" {
+		if b, ok := byID[id]; !ok || b.State != "broken" || b.Error == "" || b.Start != "" {
 			t.Errorf("%q: %+v (listed %v), want a broken line saying why", id, b, ok)
 		}
 	}

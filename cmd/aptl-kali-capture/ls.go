@@ -154,14 +154,14 @@ func cell(s string) string {
 }
 
 func startCell(s examine.Summary) string {
-	if s.Start.IsZero() {
+	if s.Start == nil {
 		return ""
 	}
 	return s.Start.UTC().Format(time.RFC3339)
 }
 
 func durationCell(s examine.Summary) string {
-	if s.Start.IsZero() {
+	if s.Start == nil {
 		return ""
 	}
 	d := time.Duration(s.Seconds * float64(time.Second)).Round(time.Second)
