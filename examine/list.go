@@ -51,7 +51,7 @@ type Summary struct {
 	// Start is the open record's time (nil for a broken session); Seconds
 	// runs to the close record, or to the last record so far.
 	Start   *time.Time `json:"start"`
-	Seconds float64   `json:"duration_seconds"`
+	Seconds float64    `json:"duration_seconds"`
 	// ExitCode is the close record's (nil before it); Signal names the
 	// signal that ended the process, if one did.
 	ExitCode    *int   `json:"exit_code"`
