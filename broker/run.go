@@ -195,10 +195,17 @@ func (ss *session) createRecord(command, tty string) (*recorder.Session, *slog.L
 			meta.SessionID = ss.srv.nextAnonID()
 		}
 		meta.Headers = ss.openHeaders(ids, meta.SessionID)
-		rec, err := recorder.Create(ss.srv.cfg.CaptureRoot, meta, ss.srv.recorderOptions())
+		log := ss.log.With("run", ids.run, "session", meta.SessionID)
+		opts := ss.srv.recorderOptions()
+		// Said when it happens, once: an operator watching the logs learns
+		// that this session's later bytes are counted, not stored. The
+		// ids and the cap only, never bytes.
+		opts.OnSizeLimit = func(limit int64) {
+			log.Warn("transcript size cap reached; later data is counted and digested, not stored", "cap_bytes", limit)
+		}
+		rec, err := recorder.Create(ss.srv.cfg.CaptureRoot, meta, opts)
 		switch {
 		case err == nil:
-			log := ss.log.With("run", ids.run, "session", meta.SessionID)
 			log.Info("session recording", "mode", sessionMode(ss.pty != nil, command), "dir", rec.Dir())
 			return rec, log, nil
 		case errors.Is(err, recorder.ErrSessionExists) && !generated:

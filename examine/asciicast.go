@@ -26,13 +26,24 @@ const (
 	maxCastTime = scriptfmt.MaxDelaySeconds * time.Second
 )
 
+// CastOptions are the choices of an asciicast export.
+type CastOptions struct {
+	// Input adds the typed input as "i" events. It is off by default, as
+	// `asciinema rec` leaves stdin out unless --stdin is given: the input
+	// stream holds every byte typed, including what the terminal did not
+	// echo (passwords read with `read -s`, sudo's prompt), and an export is
+	// made to be shared.
+	Input bool
+}
+
 // ExportAsciicast writes the session in dir as an asciicast v2 recording
 // (https://docs.asciinema.org/manual/asciicast/v2/) that `asciinema cat` and
 // `asciinema play` accept: a header line with the terminal size, start
 // time, TERM and a "<run>/<session>" title, then one event per timing
 // entry: [t, "o", text] for output (stderr included), [t, "i", text] for
-// input and [t, "r", "COLSxROWS"] for a window change, t in seconds since
-// the start.
+// input when opts.Input is set, and [t, "r", "COLSxROWS"] for a window
+// change, t in seconds since the start. Without opts.Input the input
+// bytes are skipped in the typescript and leave no event.
 //
 // asciicast is a display format: its strings must be valid UTF-8, so each
 // stream is decoded incrementally (a character split across two entries is
@@ -43,7 +54,7 @@ const (
 // The timing file is read whole and checked before anything is written;
 // an error names the file and line. A typescript shorter than its timing
 // is reported after the events before it were written.
-func ExportAsciicast(dir string, w io.Writer) error {
+func ExportAsciicast(dir string, w io.Writer, opts CastOptions) error {
 	tmPath := filepath.Join(dir, vocab.PTYDir, vocab.TimingFile)
 	tsPath := filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile)
 	// Both files are opened as the verifier opens them: regular files
@@ -63,7 +74,7 @@ func ExportAsciicast(dir string, w io.Writer) error {
 		return fmt.Errorf("examine: export asciicast: %w", err)
 	}
 	defer ts.Close()
-	x := &castExport{tsPath: tsPath, ts: bufio.NewReaderSize(io.NewSectionReader(ts, 0, tsSize), CastChunk)}
+	x := &castExport{input: opts.Input, tsPath: tsPath, ts: bufio.NewReaderSize(io.NewSectionReader(ts, 0, tsSize), CastChunk)}
 	if err := x.skipHeaderLine(tsSize, body); err != nil {
 		return err
 	}
@@ -154,6 +165,7 @@ func scanTiming(r io.Reader, path string, fn func(scriptfmt.Entry) error) error 
 
 // castExport writes the events.
 type castExport struct {
+	input  bool // write "i" events (CastOptions.Input)
 	tsPath string
 	ts     *bufio.Reader // the typescript body, consumed in timing order
 	off    int64         // typescript offset of ts
@@ -198,6 +210,9 @@ func (x *castExport) entry(e scriptfmt.Entry) error {
 func (x *castExport) data(e scriptfmt.Entry) error {
 	typ, st := "o", &x.out
 	if e.Kind == 'I' {
+		if !x.input {
+			return x.skip(e.N)
+		}
 		typ, st = "i", &x.in
 	}
 	for left := e.N; left > 0; {
@@ -216,6 +231,17 @@ func (x *castExport) data(e scriptfmt.Entry) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// skip passes over n typescript bytes that leave no event (the input,
+// unless CastOptions.Input).
+func (x *castExport) skip(n int64) error {
+	got, err := io.CopyN(io.Discard, x.ts, n)
+	x.off += got
+	if err != nil {
+		return fmt.Errorf("typescript %s ends at offset %d, inside this entry: %w", x.tsPath, x.off, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,10 +73,10 @@ func joinEvents(evs []castEvent, typ string) string {
 	return b.String()
 }
 
-func exportCast(t *testing.T, dir string) []byte {
+func exportCast(t *testing.T, dir string, opts examine.CastOptions) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := examine.ExportAsciicast(dir, &b); err != nil {
+	if err := examine.ExportAsciicast(dir, &b, opts); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -107,7 +108,7 @@ func TestAsciicastExport(t *testing.T) {
 	if err := s.Close(0); err != nil {
 		t.Fatal(err)
 	}
-	cast := exportCast(t, s.Dir())
+	cast := exportCast(t, s.Dir(), examine.CastOptions{Input: true})
 	hdr, evs := readCast(t, cast)
 
 	want := map[string]any{"version": 2.0, "width": 80.0, "height": 24.0,
@@ -141,6 +142,52 @@ func TestAsciicastExport(t *testing.T) {
 		t.Error("export escapes <&> for HTML; want them as they are")
 	}
 	t.Run("asciinema cat", func(t *testing.T) { checkAsciinemaCat(t, cast, out) })
+	t.Run("input left out by default", func(t *testing.T) {
+		shared := exportCast(t, s.Dir(), examine.CastOptions{})
+		_, plain := readCast(t, shared)
+		var withoutInput []castEvent
+		for _, ev := range evs {
+			if ev.typ != "i" {
+				withoutInput = append(withoutInput, ev)
+			}
+		}
+		if !slices.Equal(plain, withoutInput) {
+			t.Errorf("default export = %v\nwant the --input export without its \"i\" events: %v", plain, withoutInput)
+		}
+	})
+}
+
+// TestAsciicastUnechoedInput: a password typed at a prompt that does not
+// echo it (read -s, sudo) is in the typescript as evidence, and in no
+// asciicast export unless --input asks for the input stream.
+func TestAsciicastUnechoedInput(t *testing.T) {
+	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm"}, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "hunter2-canary"
+	play(t, s, []step{
+		{stream: 'O', p: []byte("[sudo] password for kali: ")},
+		{stream: 'I', p: []byte(secret + "\r")},
+		{stream: 'O', p: []byte("\r\n$ ")},
+	})
+	if err := s.Close(0); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := os.ReadFile(filepath.Join(s.Dir(), "pty", "typescript"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(ts, []byte(secret)) {
+		t.Fatal("the typescript does not hold the typed password; it is the evidence")
+	}
+	if cast := exportCast(t, s.Dir(), examine.CastOptions{}); bytes.Contains(cast, []byte(secret)) {
+		t.Errorf("the default export holds the unechoed password: %q", cast)
+	}
+	_, evs := readCast(t, exportCast(t, s.Dir(), examine.CastOptions{Input: true}))
+	if got := joinEvents(evs, "i"); got != secret+"\r" {
+		t.Errorf("--input export: input events %q, want %q", got, secret+"\r")
+	}
 }
 
 func must(b []byte, err error) []byte {
@@ -171,7 +218,7 @@ func TestAsciicastInvalidUTF8(t *testing.T) {
 	if err := s.Close(1); err != nil {
 		t.Fatal(err)
 	}
-	hdr, evs := readCast(t, exportCast(t, s.Dir()))
+	hdr, evs := readCast(t, exportCast(t, s.Dir(), examine.CastOptions{}))
 	if hdr["width"] != 80.0 || hdr["height"] != 24.0 || hdr["env"] != nil || hdr["title"] != nil {
 		t.Errorf("header %v, want 80x24 with no env or title for a session without a PTY", hdr)
 	}
@@ -194,7 +241,7 @@ func TestAsciicastLargeEntry(t *testing.T) {
 	if err := s.Close(0); err != nil {
 		t.Fatal(err)
 	}
-	_, evs := readCast(t, exportCast(t, s.Dir()))
+	_, evs := readCast(t, exportCast(t, s.Dir(), examine.CastOptions{}))
 	if len(evs) < 3 {
 		t.Errorf("%d events for %d bytes, want it split into chunks of %d", len(evs), len(big), examine.CastChunk)
 	}
@@ -241,7 +288,7 @@ func TestAsciicastMalformedTiming(t *testing.T) {
 				t.Fatal(err)
 			}
 			var w bytes.Buffer
-			err = examine.ExportAsciicast(s.Dir(), &w)
+			err = examine.ExportAsciicast(s.Dir(), &w, examine.CastOptions{Input: true})
 			want := strings.ReplaceAll(tt.want, "NN", strconv.Itoa(lineNo))
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("err = %v, want it to contain %q", err, want)

@@ -68,6 +68,11 @@ type Options struct {
 	// MaxBytes caps the bytes stored in a transcript (0: no cap). Past it,
 	// data is still digested and counted in the log, not stored.
 	MaxBytes int64
+	// OnSizeLimit, if set, is called once, when the transcript reaches
+	// MaxBytes, with the cap: the broker logs a warning then, not only at
+	// close. It runs in the goroutine that recorded the bytes, after the
+	// session's lock is released, and must not block.
+	OnSizeLimit func(limit int64)
 	// Witnesses are the evidence sources bound into each session's chain
 	// beside the terminal (witness.go); nil records the terminal only.
 	Witnesses []WitnessSource

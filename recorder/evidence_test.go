@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,14 +53,21 @@ func TestSizeCapKeepsTheChain(t *testing.T) {
 	root := t.TempDir()
 	opts := testOptions()
 	opts.MaxBytes = 1000
+	var reached []string // the call at which OnSizeLimit ran, and its cap
+	call := 0
+	opts.OnSizeLimit = func(limit int64) { reached = append(reached, fmt.Sprintf("call %d cap %d", call, limit)) }
 	s, err := Create(root, Meta{RunID: "r", SessionID: "capped"}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 30; i++ {
-		mustOK(t, s.Output([]byte(fmt.Sprintf("%099d\n", i))))
+	for call = 0; call < 30; call++ {
+		mustOK(t, s.Output([]byte(fmt.Sprintf("%099d\n", call))))
 	}
 	mustOK(t, s.Close(0))
+	// 1000 bytes fill at the 10th write; the 11th is the first past the cap.
+	if want := []string{"call 10 cap 1000"}; !slices.Equal(reached, want) {
+		t.Errorf("OnSizeLimit calls %q, want %q: once, when the cap is reached", reached, want)
+	}
 	rep := examine.Verify(s.Dir(), trusted())
 	if !rep.OK() {
 		t.Fatalf("capped record does not verify: %v", rep.Anomalies)

@@ -118,6 +118,14 @@ func (s *Session) Annotate(headers ...Header) error {
 // Past the size cap the bytes are only counted and digested; bytes a
 // failed write did not store become a gap record with their digest.
 func (s *Session) record(stream byte, logStream string, p []byte, count *atomic.Int64) error {
+	capped := false
+	// Deferred before the unlock, so it runs after it: the callback (a
+	// log line) never holds up the session's recording.
+	defer func() {
+		if capped && s.opts.OnSizeLimit != nil {
+			s.opts.OnSizeLimit(s.opts.MaxBytes)
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.writable(); err != nil || len(p) == 0 {
@@ -128,7 +136,9 @@ func (s *Session) record(stream byte, logStream string, p []byte, count *atomic.
 		return err
 	}
 	s.counted[logStream] += int64(len(p))
+	wasCapped := s.capped
 	stored, rest := s.storable(p)
+	capped = s.capped && !wasCapped
 	off := s.ts.size
 	n, werr := s.ts.Write(stored)
 	count.Add(int64(n))

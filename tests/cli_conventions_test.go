@@ -2,8 +2,11 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"net"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +51,70 @@ func TestHelpAndVersion(t *testing.T) {
 	banner, err := bufio.NewReader(conn).ReadString('\n')
 	if want := "SSH-2.0-aptl-kali-capture_" + version + "\r\n"; err != nil || banner != want {
 		t.Errorf("banner %q (%v), want %q", banner, err, want)
+	}
+}
+
+// subcommandsOf parses `help`: one line per subcommand, "  <name>  <summary>".
+func subcommandsOf(t *testing.T, bin string) []string {
+	t.Helper()
+	out, err := exec.Command(bin, "help").Output()
+	if err != nil {
+		t.Fatalf("help: %v", err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); strings.HasPrefix(line, "  ") && len(f) >= 2 && !strings.HasPrefix(f[0], "aptl-") {
+			names = append(names, f[0])
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("help lists no subcommand:\n%s", out)
+	}
+	return names
+}
+
+// TestSubcommandUsage: `help` lists every subcommand with a one-line
+// summary; `<cmd> -h` prints its synopsis ("usage: aptl-kali-capture
+// <cmd> ...") and its flags on stdout and exits 0; an unknown flag prints
+// the one-line error, the synopsis and a pointer to -h on stderr, not the
+// flag list, and exits 2.
+func TestSubcommandUsage(t *testing.T) {
+	bin := buildCommand(t)
+	names := subcommandsOf(t, bin)
+	for _, want := range []string{"serve", "health", "hostkey", "verify", "export", "ls", "play", "version"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("help does not list %s: %v", want, names)
+		}
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			if name == "verify" {
+				// verify's command line is being reworked with the verifier
+				// (issue 9, "Verifier"); it adopts cliconfig's usage there.
+				t.Skip("verify's flags move to cliconfig with the verifier rework (issue 9)")
+			}
+			cmd := exec.Command(bin, name, "-h")
+			cmd.Dir = t.TempDir()
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil || !strings.HasPrefix(stdout.String(), "usage: aptl-kali-capture "+name) || stderr.Len() != 0 {
+				t.Errorf("%s -h: err %v, stdout %q, stderr %q; want the synopsis on stdout and exit 0", name, err, stdout.String(), stderr.String())
+			}
+			synopsis, _, _ := strings.Cut(stdout.String(), "\n")
+
+			cmd = exec.Command(bin, name, "--no-such-flag")
+			cmd.Dir = t.TempDir()
+			stdout.Reset()
+			stderr.Reset()
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || len(lines) != 3 ||
+				lines[0] != "aptl-kali-capture "+name+": flag provided but not defined: -no-such-flag" ||
+				lines[1] != synopsis || !strings.Contains(lines[2], "aptl-kali-capture "+name+" -h") {
+				t.Errorf("%s --no-such-flag: %v, stderr %q; want exit 2, the error, %q and a pointer to -h", name, err, stderr.String(), synopsis)
+			}
+		})
 	}
 }

@@ -32,13 +32,7 @@ func TestReadmeSettingsTable(t *testing.T) {
 		}
 	}
 
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(readme)
-	section = section[strings.Index(section, "## Configuration"):]
-	section = section[:strings.Index(section[3:], "\n## ")+3]
+	_, section := readmeSection(t, "## Configuration")
 	var rows []string
 	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z-]+)` \\| `(\\w+)` \\|").FindAllStringSubmatch(section, -1) {
 		rows = append(rows, m[1])
@@ -51,4 +45,47 @@ func TestReadmeSettingsTable(t *testing.T) {
 	if !slices.Equal(flags, rows) {
 		t.Errorf("README settings table lists %v\nserve has %v", rows, flags)
 	}
+}
+
+// TestReadmeListsSubcommands: README.md's "Two commands" section names
+// every subcommand `help` lists, and each has a synopsis that `<cmd> -h`
+// prints: the README's sections for ls and play quote theirs.
+func TestReadmeListsSubcommands(t *testing.T) {
+	bin := buildCommand(t)
+	readme, section := readmeSection(t, "## Two commands")
+	for _, name := range subcommandsOf(t, bin) {
+		if !strings.Contains(section, "`"+name+"`") {
+			t.Errorf("README's Two commands section does not name `%s`", name)
+		}
+	}
+	for _, name := range []string{"ls", "play"} {
+		help, err := exec.Command(bin, name, "-h").Output()
+		if err != nil {
+			t.Fatalf("%s -h: %v", name, err)
+		}
+		synopsis, _, _ := strings.Cut(strings.TrimPrefix(string(help), "usage: "), "\n")
+		if !strings.Contains(readme, "\n"+synopsis+"\n") {
+			t.Errorf("README does not quote %s's synopsis %q", name, synopsis)
+		}
+	}
+}
+
+// readmeSection returns README.md and its section that starts with the
+// heading line, up to the next "## " heading.
+func readmeSection(t *testing.T, heading string) (readme, section string) {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme = string(b)
+	i := strings.Index(readme, "\n"+heading+"\n")
+	if i < 0 {
+		t.Fatalf("README.md has no %q section", heading)
+	}
+	section = readme[i+1:]
+	if j := strings.Index(section[3:], "\n## "); j >= 0 {
+		section = section[:j+3]
+	}
+	return readme, section
 }

@@ -29,12 +29,6 @@ import (
 // before the server starts, with an error that names both spellings of the
 // setting.
 
-// newEnvFlags returns the settings of a subcommand, read from the process's
-// environment.
-func newEnvFlags(name string) *cliconfig.Flags {
-	return cliconfig.New(name, os.LookupEnv, os.Stderr)
-}
-
 // serveConfig is the checked configuration of the serve subcommand.
 type serveConfig struct {
 	listen         string
@@ -79,19 +73,10 @@ type serveConfig struct {
 	unknownEnv []string
 }
 
-// Defaults for a newcomer on a development machine: loopback only, and
-// everything the server writes under ./aptl-dev. Containers set
-// APTL_CAPTURE_ROOT and APTL_CAPTURE_STATE_DIR to their volumes.
-const (
-	defaultListen   = "127.0.0.1:2222"
-	defaultRoot     = "aptl-dev/captures"
-	defaultStateDir = "aptl-dev/state"
-)
-
 func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, error) {
 	c := &serveConfig{}
 	lim := broker.DefaultLimits()
-	e := cliconfig.New("serve", lookup, os.Stderr)
+	e := cliconfig.New(progName+" serve", lookup, os.Stderr)
 	var users, acceptEnv string
 	e.String(&c.listen, "listen", "APTL_CAPTURE_LISTEN", defaultListen, "host:port of the SSH server")
 	e.String(&c.root, "root", "APTL_CAPTURE_ROOT", defaultRoot, "capture root: <root>/<run>/<session>/pty/...")
@@ -161,8 +146,8 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	if c.ptyEOF, err = broker.ParsePTYEOF(ptyEOF); err != nil {
 		return nil, e.SettingError("pty-eof", "%v", err)
 	}
-	if maxMB < 0 || maxMB > 1<<20 {
-		return nil, e.SettingError("max-transcript-mb", "out of range")
+	if err := cliconfig.CheckRange(e, "max-transcript-mb", maxMB, 0, 1<<20); err != nil {
+		return nil, err
 	}
 	c.maxTranscript = int64(maxMB) << 20
 	c.users = splitList(users)
@@ -203,13 +188,17 @@ func (c *serveConfig) check(e *cliconfig.Flags) error {
 	default:
 		return e.SettingError("launch", "unknown adapter %q (want local or agent)", c.launch)
 	}
-	for name, d := range map[string]time.Duration{"agent-dial-timeout": c.agentDial, "agent-reply-timeout": c.agentReply, "agent-probe-interval": c.agentProbe} {
-		if d <= 0 || d > time.Minute {
-			return e.SettingError(name, "must be more than 0 and at most 1m")
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"agent-dial-timeout", c.agentDial}, {"agent-reply-timeout", c.agentReply}, {"agent-probe-interval", c.agentProbe}} {
+		if err := cliconfig.CheckRange(e, d.name, d.v, time.Millisecond, time.Minute); err != nil {
+			return err
 		}
 	}
-	if c.agentUID < 0 {
-		return e.SettingError("agent-uid", "must not be negative")
+	// (uid_t)-1 means no uid.
+	if err := cliconfig.CheckRange(e, "agent-uid", int64(c.agentUID), 0, 1<<32-2); err != nil {
+		return err
 	}
 	if !filepath.IsAbs(c.readyFile) && strings.HasPrefix(c.readyFile, "-") {
 		return e.SettingError("ready-file", "must be a path")
@@ -223,36 +212,38 @@ func (c *serveConfig) check(e *cliconfig.Flags) error {
 			return e.SettingError("accept-env", "%q names env the launch agent refuses; with --launch agent only %s may be passed", p, agentwire.EnvSet())
 		}
 	}
-	if c.shutdownGrace <= 0 {
-		return e.SettingError("shutdown-grace", "must be positive")
+	if err := cliconfig.CheckRange(e, "shutdown-grace", c.shutdownGrace, time.Millisecond, time.Hour); err != nil {
+		return err
 	}
-	if c.portTakenWait < 0 || c.portTakenWait > time.Hour {
-		return e.SettingError("port-taken-wait", "must be between 0 and 1h")
+	if err := cliconfig.CheckRange(e, "port-taken-wait", c.portTakenWait, 0, time.Hour); err != nil {
+		return err
 	}
 	if d := c.clientAlive.Interval; d != 0 && (d < time.Second || d > time.Hour) {
-		return e.SettingError("client-alive-interval", "must be 0 (off) or from 1s to 1h")
+		return e.SettingError("client-alive-interval", "%v: must be 0 (off) or between 1s and 1h0m0s", d)
 	}
-	if n := c.clientAlive.CountMax; n < 1 || n > 100 {
-		return e.SettingError("client-alive-count-max", "must be from 1 to 100")
+	if err := cliconfig.CheckRange(e, "client-alive-count-max", c.clientAlive.CountMax, 1, 100); err != nil {
+		return err
 	}
 	return checkLimits(e, c.limits)
 }
 
 func checkLimits(e *cliconfig.Flags, l broker.Limits) error {
 	for _, v := range []struct {
-		name string
-		ok   bool
+		name        string
+		v, min, max int
 	}{
-		{"max-auth-tries", l.MaxAuthTries > 0 && l.MaxAuthTries <= 100},
-		{"login-grace", l.LoginGrace > 0 && l.LoginGrace <= 10*time.Minute},
-		{"max-conns", l.MaxConns > 0 && l.MaxConns <= 10000},
-		{"max-sessions", l.MaxSessions > 0 && l.MaxSessions <= 10000},
-		{"max-sessions-per-conn", l.MaxSessionsPerConn > 0 && l.MaxSessionsPerConn <= 1000},
-		{"max-env", l.MaxEnvRequests > 0 && l.MaxEnvRequests <= 1000},
+		{"max-auth-tries", l.MaxAuthTries, 1, 100},
+		{"max-conns", l.MaxConns, 1, 10000},
+		{"max-sessions", l.MaxSessions, 1, 10000},
+		{"max-sessions-per-conn", l.MaxSessionsPerConn, 1, 1000},
+		{"max-env", l.MaxEnvRequests, 1, 1000},
 	} {
-		if !v.ok {
-			return e.SettingError(v.name, "out of range")
+		if err := cliconfig.CheckRange(e, v.name, v.v, v.min, v.max); err != nil {
+			return err
 		}
+	}
+	if err := cliconfig.CheckRange(e, "login-grace", l.LoginGrace, time.Millisecond, 10*time.Minute); err != nil {
+		return err
 	}
 	return checkPreauthLimits(e, l)
 }
@@ -283,7 +274,7 @@ func bindPreauthFlags(e *cliconfig.Flags, lim *broker.Limits) func() error {
 func checkPreauthLimits(e *cliconfig.Flags, l broker.Limits) error {
 	switch {
 	case l.MaxStartups.Full > 10000:
-		return e.SettingError("max-startups", "full out of range")
+		return e.SettingError("max-startups", "full %d: must be between 1 and 10000", l.MaxStartups.Full)
 	case l.MaxStartups.Full >= l.MaxConns:
 		return e.SettingError("max-startups", "full (%d) must be below --max-conns (%d), or unauthenticated connections could take every slot", l.MaxStartups.Full, l.MaxConns)
 	case l.PerSourceMaxStartups <= 0 || l.PerSourceMaxStartups > l.MaxStartups.Full:
@@ -361,13 +352,10 @@ func bindClassFlags(e *cliconfig.Flags, c *serveConfig) func() error {
 			return e.SettingError("classes", "must include pty: the terminal is always recorded")
 		}
 		c.pcap = seen[vocab.ClassPcap]
-		if rotateMB < 1 || rotateMB > 1<<20 {
-			return e.SettingError("pcap-rotate-mb", "must be from 1 to %d", 1<<20)
+		if err := cliconfig.CheckRange(e, "pcap-rotate-mb", rotateMB, 1, 1<<20); err != nil {
+			return err
 		}
 		c.pcapLimits.RotateBytes = int64(rotateMB) << 20
-		if c.pcapLimits.Files < 1 || c.pcapLimits.Files > 100000 {
-			return e.SettingError("pcap-files", "must be from 1 to 100000")
-		}
-		return nil
+		return cliconfig.CheckRange(e, "pcap-files", c.pcapLimits.Files, 1, 100000)
 	}
 }

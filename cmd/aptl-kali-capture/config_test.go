@@ -64,6 +64,41 @@ func TestParseServeConfigAgent(t *testing.T) {
 	}
 }
 
+// TestParseServeConfigRanges: every numeric setting with a range names the
+// value it got and the range it takes, on either side of it.
+func TestParseServeConfigRanges(t *testing.T) {
+	tests := []struct {
+		flag, value, want string
+	}{
+		{"max-auth-tries", "0", "0: must be between 1 and 100"},
+		{"max-auth-tries", "101", "101: must be between 1 and 100"},
+		{"login-grace", "11m", "11m0s: must be between 1ms and 10m0s"},
+		{"max-conns", "10001", "10001: must be between 1 and 10000"},
+		{"max-sessions", "0", "0: must be between 1 and 10000"},
+		{"max-sessions-per-conn", "1001", "1001: must be between 1 and 1000"},
+		{"max-env", "0", "0: must be between 1 and 1000"},
+		{"max-transcript-mb", "-1", "-1: must be between 0 and 1048576"},
+		{"pcap-rotate-mb", "0", "0: must be between 1 and 1048576"},
+		{"pcap-files", "0", "0: must be between 1 and 100000"},
+		{"agent-dial-timeout", "2m", "2m0s: must be between 1ms and 1m0s"},
+		{"agent-reply-timeout", "0s", "0s: must be between 1ms and 1m0s"},
+		{"agent-probe-interval", "2h", "2h0m0s: must be between 1ms and 1m0s"},
+		{"agent-uid", "-1", "-1: must be between 0 and 4294967294"},
+		{"shutdown-grace", "0s", "0s: must be between 1ms and 1h0m0s"},
+		{"port-taken-wait", "2h", "2h0m0s: must be between 0s and 1h0m0s"},
+		{"client-alive-interval", "500ms", "500ms: must be 0 (off) or between 1s and 1h0m0s"},
+		{"client-alive-count-max", "0", "0: must be between 1 and 100"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.flag+"="+tt.value, func(t *testing.T) {
+			_, err := parseServeConfig([]string{"--" + tt.flag, tt.value}, cliconfig.MapLookup(nil))
+			if err == nil || !strings.Contains(err.Error(), "--"+tt.flag+" / APTL_CAPTURE_") || !strings.HasSuffix(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want the flag and %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestParseServeConfigErrors(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -76,7 +111,7 @@ func TestParseServeConfigErrors(t *testing.T) {
 		{name: "listen bad host", args: []string{"--listen", "bad host:22"}, wantErr: "not an IP address or host name"},
 		{name: "env int", env: map[string]string{"APTL_CAPTURE_MAX_SESSIONS": "many"}, wantErr: "APTL_CAPTURE_MAX_SESSIONS: \"many\" is not a whole number"},
 		{name: "env duration", env: map[string]string{"APTL_CAPTURE_LOGIN_GRACE": "30"}, wantErr: "APTL_CAPTURE_LOGIN_GRACE"},
-		{name: "zero limit", args: []string{"--max-sessions", "0"}, wantErr: "--max-sessions / APTL_CAPTURE_MAX_SESSIONS: out of range"},
+		{name: "zero limit", args: []string{"--max-sessions", "0"}, wantErr: "--max-sessions / APTL_CAPTURE_MAX_SESSIONS: 0: must be between 1 and 10000"},
 		{name: "bad user", env: map[string]string{"APTL_CAPTURE_USERS": "kali,r:oot"}, wantErr: `"r:oot" is not a valid login name`},
 		{name: "no users", args: []string{"--users", " , "}, wantErr: "name at least one login user"},
 		{name: "unknown adapter", env: map[string]string{"APTL_CAPTURE_LAUNCH": "docker"}, wantErr: `unknown adapter "docker"`},

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,35 +21,32 @@ const (
 )
 
 func runExport(args []string) int {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	e := newEnvFlags("export")
+	fs := e.FlagSet
 	format := fs.String("format", "asciicast", "asciicast (to --out or stdout) or head (head.txt and head.sig into --out, default .)")
 	out := fs.String("out", "", "output file (asciicast) or directory (head)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: aptl-kali-capture export [--format asciicast|head] [--out PATH] SESSION_DIR")
-		fs.PrintDefaults()
-		fmt.Fprintln(fs.Output(), "\nCheck an exported head with stock OpenSSH:\n"+
-			"  echo \"aptl-kali-capture $(cat ssh_host_ed25519_key.pub)\" > allowed_signers\n"+
-			"  ssh-keygen -Y verify -f allowed_signers -I aptl-kali-capture -n "+integrity.HeadNamespace+" -s head.sig < head.txt")
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
+	// Typed input stays out of a shareable copy unless asked for, as
+	// `asciinema rec` records stdin only with --stdin (examine.CastOptions).
+	input := fs.Bool("input", false, "asciicast: include the typed input as \"i\" events; it holds every typed byte, unechoed passwords included")
+	e.SetSynopsis(progName + " export [--format asciicast|head] [--out PATH] [--input] SESSION_DIR")
+	e.SetEpilogue("Check an exported head with stock OpenSSH:\n" +
+		"  echo \"aptl-kali-capture $(cat ssh_host_ed25519_key.pub)\" > allowed_signers\n" +
+		"  ssh-keygen -Y verify -f allowed_signers -I aptl-kali-capture -n " + integrity.HeadNamespace + " -s head.sig < head.txt")
+	e.Operands(1, 1)
+	if err := e.Parse(args); err != nil {
+		return failUsage("export", err)
 	}
 	var err error
 	switch *format {
 	case "asciicast":
-		err = exportAsciicast(fs.Arg(0), *out)
+		err = exportAsciicast(fs.Arg(0), *out, examine.CastOptions{Input: *input})
 	case "head":
+		if *input {
+			return failUsage("export", e.SettingError("input", "only --format asciicast has events to add input to"))
+		}
 		err = exportHead(fs.Arg(0), *out)
 	default:
-		fmt.Fprintf(os.Stderr, "aptl-kali-capture export: --format %q: want asciicast or head\n", *format)
-		return exitUsage
+		return failUsage("export", e.SettingError("format", "%q: want asciicast or head", *format))
 	}
 	if err != nil {
 		// The error may carry names from the session folder: escaped.
@@ -61,7 +56,7 @@ func runExport(args []string) int {
 	return exitOK
 }
 
-func exportAsciicast(dir, out string) (err error) {
+func exportAsciicast(dir, out string, opts examine.CastOptions) (err error) {
 	var w io.Writer = os.Stdout
 	if out != "" {
 		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -75,7 +70,7 @@ func exportAsciicast(dir, out string) (err error) {
 		}()
 		w = f
 	}
-	return examine.ExportAsciicast(dir, w)
+	return examine.ExportAsciicast(dir, w, opts)
 }
 
 func exportHead(dir, out string) error {

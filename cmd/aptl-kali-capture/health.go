@@ -5,7 +5,6 @@ package main
 import (
 	"bufio"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -30,13 +29,8 @@ func runHealth(args []string) int {
 	e.String(&stateDir, "state-dir", "APTL_CAPTURE_STATE_DIR", defaultStateDir, "the server's state directory, which holds its readiness file")
 	e.String(&readyFile, "ready-file", "APTL_CAPTURE_READY_FILE", "", "readiness file the server writes (default: <state-dir>/ready)")
 	e.String(&listen, "listen", "APTL_CAPTURE_LISTEN", "", "the server's listen address (default: the one its readiness file names)")
-	err := e.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "aptl-kali-capture health: %v\n", err)
-		return exitUsage
+	if err := e.Parse(args); err != nil {
+		return failUsage("health", err)
 	}
 	if err := checkHealth(resolveReadyFile(readyFile, stateDir), listen); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture health: %v\n", err)

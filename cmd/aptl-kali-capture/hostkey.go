@@ -4,7 +4,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,13 +31,8 @@ func runHostKey(args []string) int {
 	e.String(&stateDir, "state-dir", "APTL_CAPTURE_STATE_DIR", defaultStateDir, "private state directory holding "+broker.HostKeyFile)
 	e.String(&host, "host", "APTL_CAPTURE_HOSTKEY_HOST", "aptl-kali-capture", "host pattern for the known_hosts line, e.g. [kali]:22")
 	e.FlagSet.BoolVar(&create, "create", false, "generate the host key when there is none yet, to pin it before the first start")
-	err := e.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "aptl-kali-capture hostkey: %v\n", err)
-		return exitUsage
+	if err := e.Parse(args); err != nil {
+		return failUsage("hostkey", err)
 	}
 	pub, err := hostPublicKey(filepath.Join(stateDir, broker.HostKeyFile), create)
 	if err != nil {

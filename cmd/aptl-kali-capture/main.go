@@ -23,6 +23,21 @@ const (
 	exitPortTaken = 4
 )
 
+// progName is the command's name in usage lines and messages.
+const progName = "aptl-kali-capture"
+
+// newEnvFlags returns the settings of a subcommand, read from the process's
+// environment; its synopsis defaults to "aptl-kali-capture <name> [flags]".
+func newEnvFlags(name string) *cliconfig.Flags {
+	return cliconfig.New(progName+" "+name, os.LookupEnv, os.Stderr)
+}
+
+// failUsage reports a usage or setting error of subcommand name on stderr
+// and returns its exit code (cliconfig.Fail: 0 after -h).
+func failUsage(name string, err error) int {
+	return cliconfig.Fail(os.Stderr, progName+" "+name, err)
+}
+
 type command struct {
 	summary string
 	run     func(args []string) int

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,12 +36,8 @@ const (
 
 func runServe(args []string) int {
 	cfg, err := parseServeConfig(args, os.LookupEnv)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "aptl-kali-capture serve: %v\n", err)
-		return exitUsage
+		return failUsage("serve", err)
 	}
 	for _, name := range cfg.unknownEnv {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture serve: warning: %s is not a setting (misspelt?); see 'aptl-kali-capture serve -h'\n", name)

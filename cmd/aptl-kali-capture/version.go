@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime/debug"
 	"strings"
 )
@@ -12,9 +11,10 @@ func init() {
 }
 
 func runVersion(args []string) int {
-	if len(args) > 0 {
-		fmt.Fprintln(os.Stderr, "usage: aptl-kali-capture version")
-		return exitUsage
+	e := newEnvFlags("version")
+	e.SetSynopsis(progName + " version")
+	if err := e.Parse(args); err != nil {
+		return failUsage("version", err)
 	}
 	fmt.Println("aptl-kali-capture " + buildVersion())
 	return exitOK

@@ -12,8 +12,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,7 +45,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "aptl-launch-agent: %v\n", err)
 		os.Exit(exitFailure)
 	}
-	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stderr))
+	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
 // config is the checked configuration. Every setting is a flag with an
@@ -63,8 +61,10 @@ type config struct {
 	logLevel               slog.Level
 }
 
-func parseConfig(args []string, lookup cliconfig.Lookup, stderr io.Writer) (*config, error) {
-	e := cliconfig.New("aptl-launch-agent", lookup, stderr)
+// parseConfig reads the settings; -h prints the usage to help.
+func parseConfig(args []string, lookup cliconfig.Lookup, help io.Writer) (*config, error) {
+	e := cliconfig.New("aptl-launch-agent", lookup, help)
+	e.SetHelpOutput(help)
 	c := &config{}
 	var users string
 	var raw rawSettings
@@ -135,14 +135,10 @@ func parsePeerID(s string) (int, error) {
 	return int(n), nil
 }
 
-func run(args []string, lookup cliconfig.Lookup, stderr io.Writer) int {
-	cfg, err := parseConfig(args, lookup, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
+func run(args []string, lookup cliconfig.Lookup, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, lookup, stdout)
 	if err != nil {
-		fmt.Fprintf(stderr, "aptl-launch-agent: %v\n", err)
-		return exitUsage
+		return cliconfig.Fail(stderr, "aptl-launch-agent", err)
 	}
 	// Structured logs only: never argv, env values, commands or terminal bytes.
 	log := cliconfig.NewLogger(stderr, cfg.logFormat, cfg.logLevel)

@@ -61,7 +61,7 @@ func TestParseConfig(t *testing.T) {
 
 func TestRunRefusesRootWithoutAllowRoot(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"-users", "kali,root", "-socket", "@aptl-test-never-listens"}, cliconfig.MapLookup(nil), &stderr); code != exitUsage {
+	if code := run([]string{"-users", "kali,root", "-socket", "@aptl-test-never-listens"}, cliconfig.MapLookup(nil), io.Discard, &stderr); code != exitUsage {
 		t.Errorf("exit code = %d, want %d", code, exitUsage)
 	}
 	if !strings.Contains(stderr.String(), "root is allowed only with AllowRoot") {
@@ -69,8 +69,10 @@ func TestRunRefusesRootWithoutAllowRoot(t *testing.T) {
 	}
 }
 
+// TestRunHelp: -h prints the usage with every setting's environment
+// variable on stdout and exits 0.
 func TestRunHelp(t *testing.T) {
-	var stderr bytes.Buffer
+	var stdout bytes.Buffer
 	usage := func(s string) bool {
 		for _, env := range []string{"APTL_LAUNCH_AGENT_SOCKET", "APTL_LAUNCH_AGENT_PEER_UID", "APTL_LAUNCH_AGENT_PEER_GID"} {
 			if !strings.Contains(s, env) {
@@ -79,8 +81,9 @@ func TestRunHelp(t *testing.T) {
 		}
 		return true
 	}
-	if code := run([]string{"-h"}, cliconfig.MapLookup(nil), &stderr); code != exitOK || !usage(stderr.String()) {
-		t.Errorf("exit %d, usage %q", code, stderr.String())
+	if code := run([]string{"-h"}, cliconfig.MapLookup(nil), &stdout, io.Discard); code != exitOK || !usage(stdout.String()) ||
+		!strings.HasPrefix(stdout.String(), "usage: aptl-launch-agent [flags]\n") {
+		t.Errorf("exit %d, usage %q", code, stdout.String())
 	}
 }
 
@@ -88,7 +91,7 @@ func TestRunHelp(t *testing.T) {
 // do (cliconfig.ExitUsage), and the message names the flag.
 func TestRunUsageErrorExitCode(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"-max-sessions", "0"}, cliconfig.MapLookup(nil), &stderr); code != 2 {
+	if code := run([]string{"-max-sessions", "0"}, cliconfig.MapLookup(nil), io.Discard, &stderr); code != 2 {
 		t.Errorf("exit code = %d, want 2", code)
 	}
 	if !strings.Contains(stderr.String(), "--max-sessions / APTL_LAUNCH_AGENT_MAX_SESSIONS") {

@@ -1,0 +1,305 @@
+package examine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+)
+
+// States of a listed session (Summary.State).
+const (
+	// StateFinalized: the log has its close record.
+	StateFinalized = "finalized"
+	// StateInProgress: no close record yet: a session still being recorded,
+	// or one a crash left open that no restarted sidecar has recovered yet.
+	StateInProgress = "in-progress"
+	// StateRecovered: no close record, and a restarted sidecar wrote
+	// the recovery statement (vocab.RecoveryFile).
+	StateRecovered = "recovered"
+	// StateBroken: the folder or its log cannot be read as a session's;
+	// Summary.Error says why.
+	StateBroken = "broken"
+)
+
+// MaxListEntries bounds the entries read from one folder of a capture root
+// (runs in the root, sessions in a run): a folder with more is listed up to
+// the bound and reported, never read whole into memory.
+const MaxListEntries = 100000
+
+// Summary is what the records say about one session, without verifying
+// them (`aptl-kali-capture ls`). Every string comes from a hostile file:
+// print it through Escape or NewJSONEncoder.
+type Summary struct {
+	Run     string `json:"run"`
+	Session string `json:"session"`
+	Dir     string `json:"dir"`
+	State   string `json:"state"`
+	// User and ClientKey are the open record's APTL_LOGIN_USER and
+	// APTL_CLIENT_KEY (the key's SHA256 fingerprint).
+	User      string `json:"user"`
+	ClientKey string `json:"client_key"`
+	// Start is the open record's time (nil for a broken session); Seconds
+	// runs to the close record, or to the last record so far.
+	Start   *time.Time `json:"start"`
+	Seconds float64    `json:"duration_seconds"`
+	// ExitCode is the close record's (nil before it); Signal names the
+	// signal that ended the process, if one did.
+	ExitCode    *int   `json:"exit_code"`
+	Signal      string `json:"signal,omitempty"`
+	CloseReason string `json:"close_reason,omitempty"`
+	// BytesIn and BytesOut count every byte of the input and output
+	// (stdout and stderr) streams, stored or not: the close record's
+	// totals, or the data records so far.
+	BytesIn  int64 `json:"bytes_in"`
+	BytesOut int64 `json:"bytes_out"`
+	// Error says why a session is broken, or what stopped the reading of
+	// its log part way.
+	Error string `json:"error,omitempty"`
+}
+
+// ListOptions select what List reads.
+type ListOptions struct {
+	// Run lists that run only ("" for every run).
+	Run string
+}
+
+// List summarizes every session below root (<root>/<run>/<session>), in
+// run and session name order. root is the caller's choice and is
+// followed; a run or session that is a symbolic link or not a folder is
+// listed as broken, not followed. A session whose log cannot be read is
+// a Summary with State StateBroken; only a root that cannot be listed is
+// an error.
+func List(root string, opts ListOptions) ([]Summary, error) {
+	var runs []string
+	var out []Summary
+	if opts.Run != "" {
+		if !validListName(opts.Run) {
+			return nil, fmt.Errorf("run %q is not a folder name", opts.Run)
+		}
+		runs = []string{opts.Run}
+	} else {
+		entries, err := listFolder(root)
+		if err != nil {
+			return nil, err
+		}
+		runs = entries.names
+		if entries.truncated {
+			out = append(out, Summary{Dir: root, State: StateBroken, Error: fmt.Sprintf("more than %d entries; the rest are not listed", MaxListEntries)})
+		}
+	}
+	for _, run := range runs {
+		out = append(out, listRun(root, run)...)
+	}
+	return out, nil
+}
+
+// listRun summarizes the sessions of one run folder.
+func listRun(root, run string) []Summary {
+	dir := filepath.Join(root, run)
+	if err := checkRealDir(dir); err != nil {
+		return []Summary{{Run: run, Dir: dir, State: StateBroken, Error: err.Error()}}
+	}
+	entries, err := listFolder(dir)
+	if err != nil {
+		return []Summary{{Run: run, Dir: dir, State: StateBroken, Error: err.Error()}}
+	}
+	var out []Summary
+	for _, name := range entries.names {
+		out = append(out, Summarize(filepath.Join(dir, name), run, name))
+	}
+	if entries.truncated {
+		out = append(out, Summary{Run: run, Dir: dir, State: StateBroken, Error: fmt.Sprintf("more than %d entries; the rest are not listed", MaxListEntries)})
+	}
+	return out
+}
+
+// folderEntries are the names in a folder, sorted, at most MaxListEntries.
+type folderEntries struct {
+	names     []string
+	truncated bool
+}
+
+// listFolder reads at most MaxListEntries names of dir, in batches, so a
+// folder of millions of entries costs a bounded amount of memory.
+func listFolder(dir string) (folderEntries, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return folderEntries{}, err
+	}
+	defer f.Close()
+	var fe folderEntries
+	for {
+		batch, err := f.ReadDir(1024)
+		for _, e := range batch {
+			if len(fe.names) == MaxListEntries {
+				fe.truncated = true
+				break
+			}
+			fe.names = append(fe.names, e.Name())
+		}
+		if fe.truncated || errors.Is(err, io.EOF) || (err == nil && len(batch) == 0) {
+			break
+		}
+		if err != nil {
+			return fe, err
+		}
+	}
+	slices.Sort(fe.names)
+	return fe, nil
+}
+
+// checkRealDir refuses a path that is a symbolic link or not a folder.
+func checkRealDir(path string) error {
+	st, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return err
+	case st.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link, which is not followed in a capture root", path)
+	case st.Mode().IsRegular():
+		return fmt.Errorf("%s is a regular file, not a folder", path)
+	case !st.IsDir():
+		return fmt.Errorf("%s is %s, not a folder", path, describeMode(st.Mode()))
+	}
+	return nil
+}
+
+// validListName reports whether s names one folder (no separator, not
+// . or ..).
+func validListName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\`)
+}
+
+// Summarize reads the records of the session folder dir, listed as run and
+// session (the folder names; the open record's ids replace them when it
+// has them). It never fails: what cannot be read makes the summary broken
+// and says why.
+func Summarize(dir, run, session string) Summary {
+	s := Summary{Run: run, Session: session, Dir: dir, State: StateBroken}
+	if err := checkRealDir(dir); err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	var sum logSummary
+	err := readRecords(sessionFiles{dir: dir}, vocab.LogFile, sum.add)
+	if err == nil {
+		err = sum.err
+	}
+	if sum.open == nil {
+		if err == nil {
+			err = errors.New("no open record")
+		}
+		s.Error = fmt.Sprintf("%s: %v", vocab.LogFile, err)
+		return s
+	}
+	if err != nil {
+		s.Error = fmt.Sprintf("%s: %v", vocab.LogFile, err)
+	}
+	sum.fill(&s)
+	if s.State == StateInProgress && hasRecovery(dir) {
+		s.State = StateRecovered
+	}
+	return s
+}
+
+// logSummary accumulates what Summarize reports while the log is read.
+type logSummary struct {
+	open, close *integrity.Record
+	last        time.Time
+	in, out     int64 // data and gap records' lengths by stream
+	err         error // a record that does not decode
+}
+
+// add takes the log's line i. A last line without its newline is a record
+// being written: it is left for the next look.
+func (l *logSummary) add(i int, ln logLine) bool {
+	if !ln.complete {
+		return false
+	}
+	var r integrity.Record
+	if err := json.Unmarshal(ln.text, &r); err != nil {
+		l.err = fmt.Errorf("record %d: %w", i, err)
+		return false
+	}
+	if i == 0 {
+		if r.Type != vocab.TypeOpen {
+			l.err = fmt.Errorf("record 0 is %q, not an open record", r.Type)
+			return false
+		}
+		l.open = &r
+	}
+	l.last = r.Time
+	if d := r.Data; d != nil {
+		switch d.Stream {
+		case vocab.StreamIn:
+			l.in += d.Len
+		case vocab.StreamOut, vocab.StreamErr:
+			l.out += d.Len
+		}
+	}
+	if r.Type == vocab.TypeClose {
+		l.close = &r
+		return false
+	}
+	return true
+}
+
+// fill copies the summary into s: the close record's totals and ending
+// when there is one, else the data records' totals so far.
+func (l *logSummary) fill(s *Summary) {
+	oa := l.open.Attrs
+	if id := oa[vocab.AttrRunID]; id != "" {
+		s.Run = id
+	}
+	if id := oa[vocab.AttrSessionID]; id != "" {
+		s.Session = id
+	}
+	s.User, s.ClientKey = oa[vocab.HeaderLoginUser], oa[vocab.HeaderClientKey]
+	start := l.open.Time
+	s.Start = &start
+	s.BytesIn, s.BytesOut = l.in, l.out
+	s.State = StateInProgress
+	end := l.last
+	if c := l.close; c != nil {
+		s.State, end = StateFinalized, c.Time
+		ca := c.Attrs
+		if n, err := strconv.Atoi(ca[vocab.AttrExitCode]); err == nil {
+			s.ExitCode = &n
+		}
+		s.Signal, s.CloseReason = ca[vocab.HeaderExitSignal], ca[vocab.HeaderCloseReason]
+		s.BytesIn = attrInt(ca, vocab.AttrCloseBytes+vocab.StreamIn, l.in)
+		s.BytesOut = attrInt(ca, vocab.AttrCloseBytes+vocab.StreamOut, 0) + attrInt(ca, vocab.AttrCloseBytes+vocab.StreamErr, 0)
+	}
+	if d := end.Sub(start); d > 0 {
+		s.Seconds = d.Seconds()
+	}
+}
+
+// attrInt is a whole-number attribute, or def when it is missing or not one.
+func attrInt(a map[string]string, name string, def int64) int64 {
+	n, err := strconv.ParseInt(a[name], 10, 64)
+	if err != nil || n < 0 {
+		return def
+	}
+	return n
+}
+
+// hasRecovery reports whether dir's pty folder holds a recovery file.
+func hasRecovery(dir string) bool {
+	f, _, err := OpenRegular(dir, vocab.PTYDir+"/"+vocab.RecoveryFile)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
