@@ -295,8 +295,8 @@ func (v *verifier) replay(lr *logReader) (complete bool, nLines int) {
 		case err != nil:
 			v.anomaly(KindRecordMalformed, vocab.LogFile, int64(i), ln.off, "%v", err)
 			return false, i + 1
-		case !ln.complete && v.recording:
-			return true, i
+		case !ln.complete && v.recording && (v.closeRec == nil || int64(i) == v.closeSeq+1):
+			return true, i // being written: the close's checkpoint at the latest
 		case !ln.complete:
 			v.anomaly(KindRecordMalformed, vocab.LogFile, int64(i), ln.off, "truncated record (no newline)")
 			return false, i + 1
@@ -587,6 +587,9 @@ func (v *verifier) checkEnd(nLines int) {
 			v.signedThrough())
 		v.checkRecovery()
 		return
+	}
+	if v.recording && int64(nLines) == v.closeSeq+1 {
+		return // closing: the final checkpoint is being written
 	}
 	if v.rep.LastVerifiedSeq != v.closeSeq+1 || int64(nLines) != v.closeSeq+2 {
 		v.anomaly(KindCloseUnsigned, vocab.LogFile, v.closeSeq, -1, "the close record is not followed by exactly one signed checkpoint")
