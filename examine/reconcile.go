@@ -120,7 +120,9 @@ func VerifyRun(runDir string, trusted []gossh.PublicKey) *RunReport {
 }
 
 // VerifyRunKeys is VerifyRun with revoked keys too (VerifyKeys).
-func VerifyRunKeys(runDir string, keys Keys) *RunReport { return VerifyRunWith(runDir, keys, Options{}) }
+func VerifyRunKeys(runDir string, keys Keys) *RunReport {
+	return VerifyRunWith(runDir, keys, Options{})
+}
 
 // VerifyRunWith is VerifyRunKeys with options.
 func VerifyRunWith(runDir string, keys Keys, opts Options) *RunReport {
