@@ -4,42 +4,22 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // readmeCodes returns the `code` spans of the first cell of each row of
 // the first table after heading in README.md.
 func readmeCodes(t *testing.T, heading string) []string {
-	t.Helper()
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("README.md has no heading %q", heading)
-	}
-	code := regexp.MustCompile("`([^`]+)`")
 	var out []string
-	inTable := false
-	for _, line := range strings.Split(after, "\n") {
-		if !strings.HasPrefix(line, "|") {
-			if inTable {
-				break
-			}
-			continue
-		}
-		inTable = true
-		cell := strings.Split(strings.Trim(line, "|"), "|")[0]
-		for _, m := range code.FindAllStringSubmatch(cell, -1) {
-			out = append(out, m[1])
-		}
+	for _, row := range testutil.ReadmeTable(t, "../README.md", heading) {
+		out = append(out, testutil.CodeSpans(row[0])...)
 	}
 	return out
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
@@ -53,18 +55,23 @@ func verifyJSON(t *testing.T, dir, bin string, args ...string) (verifyDoc, int) 
 	return doc, code
 }
 
+// verifyFixture builds the binary and makes a signer, its .pub file and a
+// capture root for a verify test.
+func verifyFixture(t *testing.T) (bin string, signer gossh.Signer, pub, root string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary; skipped in -short mode")
+	}
+	signer = newTestSigner(t)
+	return buildCommand(t), signer, writePubKey(t, signer.PublicKey()), t.TempDir()
+}
+
 // TestVerifyPlacement: a session verifies by a relative path from its run
 // folder, as "." from inside it, and as a copy in a folder of another
 // name (what docker cp <container>:<root>/<run>/<session>/. <dest>
 // leaves); the ids are the record's, and the renamed folder is a note.
 func TestVerifyPlacement(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary; skipped in -short mode")
-	}
-	bin := buildCommand(t)
-	signer := newTestSigner(t)
-	pub := writePubKey(t, signer.PublicKey())
-	root := t.TempDir()
+	bin, signer, pub, root := verifyFixture(t)
 	dir := recordFinalized(t, root, "run-p", "live-1", signer)
 
 	for _, c := range []struct{ cwd, arg string }{
@@ -102,13 +109,8 @@ func TestVerifyPlacement(t *testing.T) {
 // no checkpoint is signed by a trusted key, with the key that did sign:
 // no "signed through record -1", no recovery statement to distrust.
 func TestVerifyWrongKeyIsOneFinding(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary; skipped in -short mode")
-	}
-	bin := buildCommand(t)
-	signer := newTestSigner(t)
+	bin, signer, _, root := verifyFixture(t)
 	wrong := writePubKey(t, newTestSigner(t).PublicKey())
-	root := t.TempDir()
 	finalized := recordFinalized(t, root, "run-w", "sess-f", signer)
 	cut := writeUnfinalized(t, root, "run-w", "sess-c", signer, nil)
 	if err := recorder.Recover(cut, signer, time.Now); err != nil {
@@ -137,13 +139,7 @@ func TestVerifyWrongKeyIsOneFinding(t *testing.T) {
 // anomaly; once closed it is ok. A session cut without a recorder holding
 // it (a crash) is unfinalized.
 func TestVerifyLiveSession(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary; skipped in -short mode")
-	}
-	bin := buildCommand(t)
-	signer := newTestSigner(t)
-	pub := writePubKey(t, signer.PublicKey())
-	root := t.TempDir()
+	bin, signer, pub, root := verifyFixture(t)
 	s, err := recorder.Create(root, recorder.Meta{RunID: "run-l", SessionID: "sess-live"}, recorder.Options{Signer: signer, Sync: recorder.SyncStrict})
 	if err != nil {
 		t.Fatal(err)
@@ -181,13 +177,7 @@ func TestVerifyLiveSession(t *testing.T) {
 // no list is null, and every field the document holds is named in the
 // README's schema section, for a session that verifies and for a run.
 func TestVerifyJSONShape(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary; skipped in -short mode")
-	}
-	bin := buildCommand(t)
-	signer := newTestSigner(t)
-	pub := writePubKey(t, signer.PublicKey())
-	root := t.TempDir()
+	bin, signer, pub, root := verifyFixture(t)
 	dir := recordFinalized(t, root, "run-s", "sess-1", signer)
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
