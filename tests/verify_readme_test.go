@@ -28,11 +28,7 @@ func readmeVerifyExamples(t *testing.T) []string {
 		t.Fatal("README.md has no verify-examples block")
 	}
 	block, _, _ := strings.Cut(after, "```")
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
-		lines = append(lines, l)
-	}
-	return lines
+	return strings.Split(strings.TrimSpace(block), "\n")
 }
 
 // TestReadmeVerifyExamplesRun prepares what the README's verify examples
