@@ -59,6 +59,7 @@ type tsPass struct {
 	deferred []dataClaim
 	windows  []window
 	good     int64 // the prefix the last matching claim vouched for
+	recEnd   int64 // where the last data record's bytes end
 	// damaged: damage was reported, so the running digest tells nothing
 	// more and every later record is checked on its own. ended: the file
 	// ends inside bytes a record vouches for (reported once).
@@ -112,6 +113,7 @@ func (p *tsPass) header(n int64, sum string) {
 
 // data takes a data record's claim on bytes [c.off, c.off+c.len).
 func (p *tsPass) data(c dataClaim) {
+	p.recEnd = c.off + c.len
 	if p.ended {
 		return
 	}
@@ -232,8 +234,12 @@ func (p *tsPass) claim(seq, size int64, sum string) {
 		return
 	}
 	if !p.checkAll(p.deferred) {
-		p.v.damage(KindFileDigestMismatch, vocab.TypescriptFile, seq, p.good, size,
-			"bytes %d..%d differ from the digest record %d vouches for", p.good, size, seq)
+		// Every data record checks out: the damage is in the bytes no data
+		// record covers, past the last one (the trailer line, or bytes a
+		// crash left unrecorded).
+		from := max(p.good, p.recEnd)
+		p.v.damage(KindFileDigestMismatch, vocab.TypescriptFile, seq, from, size,
+			"bytes %d..%d differ from the digest record %d vouches for (no data record covers them)", from, size, seq)
 	}
 	p.deferred, p.damaged = nil, true
 }

@@ -574,7 +574,7 @@ func containsKey(keys []gossh.PublicKey, pub gossh.PublicKey) bool {
 func (v *verifier) checkEnd(nLines int) {
 	if v.rep.Signed == 0 && v.untrustedCount > 0 {
 		v.anomaly(KindUntrustedKey, vocab.LogFile, -1, -1,
-			"no checkpoint is signed by a trusted key: its %d checkpoints are signed by %s, which is not among the keys given",
+			"no checkpoint is signed by a trusted key: the log's checkpoints (%d) are signed by %s, which is not among the keys given",
 			v.untrustedCount, strings.Join(v.untrustedSigners, ", "))
 		return
 	}
