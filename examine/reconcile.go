@@ -143,6 +143,11 @@ func VerifyRunWith(runDir string, keys Keys, opts Options) *RunReport {
 			rr.anomaly(KindNotASession, dir, "not a session directory (symbolic links are not followed)")
 			continue
 		}
+		if _, err := os.Lstat(filepath.Join(dir, vocab.PTYDir)); errors.Is(err, os.ErrNotExist) {
+			// A capture root given for a run folder lands here for each run.
+			rr.anomaly(KindNotASession, dir, "not a session directory (no %s folder); --run-dir takes a run folder, <root>/<run_id>, or a harvest", vocab.PTYDir)
+			continue
+		}
 		sr := &SessionReconciliation{SessionID: e.Name(), Report: VerifyWith(dir, keys, opts), Anomalies: []Anomaly{}}
 		// The signed id names the session, and its tee.
 		if sr.Report.SessionID != "" {

@@ -508,3 +508,31 @@ func TestReconcileSessionFromAnotherRun(t *testing.T) {
 		t.Errorf("a session of run-2 passed as part of run-1: %v", moved.Anomalies)
 	}
 }
+
+// TestVerifyRunServeLayout: a run folder as serve writes it
+// (<root>/<run_id>/<session_id>) verifies every session in it, with no
+// tee; the capture root given instead names each run folder as not a
+// session.
+func TestVerifyRunServeLayout(t *testing.T) {
+	root := t.TempDir()
+	for _, id := range []string{"sess-1", "sess-2"} {
+		s, err := recorder.Create(root, recorder.Meta{RunID: "run-1", SessionID: id}, recorder.Options{Signer: signer(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Output([]byte("hello\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rr := examine.VerifyRun(filepath.Join(root, "run-1"), trusted(t))
+	if !rr.OK() || rr.Layout != examine.LayoutServe || rr.RunID != "run-1" || len(rr.Sessions) != 2 || len(rr.Notes) != 0 {
+		t.Errorf("serve layout: OK %v, layout %q, run %q, %d sessions, anomalies %v, notes %v", rr.OK(), rr.Layout, rr.RunID, len(rr.Sessions), rr.Anomalies, rr.Notes)
+	}
+	rr = examine.VerifyRun(root, trusted(t))
+	if rr.OK() || len(rr.Anomalies) != 2 || rr.Anomalies[0].Kind != examine.KindNotASession || rr.Anomalies[1].Kind != examine.KindNoSessions || !strings.Contains(rr.Anomalies[0].Msg, "run folder") {
+		t.Errorf("the capture root: OK %v, anomalies %v", rr.OK(), rr.Anomalies)
+	}
+}
