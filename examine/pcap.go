@@ -70,7 +70,7 @@ func (v *verifier) notePcap(r *integrity.Record, seq int64) {
 		size, err1 := strconv.ParseInt(r.Attrs[vocab.AttrBytes], 10, 64)
 		packets, err2 := strconv.ParseInt(r.Attrs[vocab.AttrPackets], 10, 64)
 		if err1 != nil || err2 != nil || size < 0 || packets < 0 {
-			v.anomaly(vocab.LogFile, seq, -1, "pcap-file record without a plausible size or packet count")
+			v.anomaly(KindRecordMalformed, vocab.LogFile, seq, -1, "pcap-file record without a plausible size or packet count")
 			size = -1
 		}
 		v.pcap.files = append(v.pcap.files, pcapClaim{seq: seq, name: r.Attrs[vocab.AttrFile], sha256: r.Attrs[vocab.AttrSHA256], size: size, packets: packets})
@@ -103,7 +103,7 @@ func (v *verifier) checkPcap() {
 			continue
 		}
 		if !pcapFileName.MatchString(c.name) {
-			v.anomaly(vocab.LogFile, c.seq, -1, "pcap-file record names %q, not a pcap file name", c.name)
+			v.anomaly(KindRecordMalformed, vocab.LogFile, c.seq, -1, "pcap-file record names %q, not a pcap file name", c.name)
 			continue
 		}
 		expected[c.name] = c
@@ -163,7 +163,7 @@ func (v *verifier) checkPcapCount(n int) {
 		return
 	}
 	if v.pcap.closeFiles != strconv.Itoa(n) {
-		v.anomaly(vocab.LogFile, v.closeSeq, -1, "close record counts %s pcap files, the signed pcap-file records %d", v.pcap.closeFiles, n)
+		v.anomaly(KindCountMismatch, vocab.LogFile, v.closeSeq, -1, "close record counts %s pcap files, the signed pcap-file records %d", v.pcap.closeFiles, n)
 	}
 }
 
@@ -174,11 +174,11 @@ func (v *verifier) checkPcapFile(c pcapClaim) bool {
 	rel := pcapRel(c.name)
 	f, size, err := OpenRegular(v.rep.Dir, rel)
 	if errors.Is(err, fs.ErrNotExist) {
-		v.anomaly(rel, c.seq, -1, "missing: record %d vouches for this pcap file (%d bytes, %d packets)", c.seq, c.size, c.packets)
+		v.anomaly(KindPcapMissing, rel, c.seq, -1, "missing: record %d vouches for this pcap file (%d bytes, %d packets)", c.seq, c.size, c.packets)
 		return false
 	}
 	if err != nil {
-		v.anomaly(rel, c.seq, -1, "%v", err)
+		v.anomaly(KindFileUnreadable, rel, c.seq, -1, "%v", err)
 		return false
 	}
 	defer f.Close()
@@ -186,10 +186,10 @@ func (v *verifier) checkPcapFile(c pcapClaim) bool {
 	case c.size < 0:
 		return false
 	case size < c.size:
-		v.anomaly(rel, c.seq, size, "file ends at %d, inside the %d bytes record %d vouches for (truncated)", size, c.size, c.seq)
+		v.damage(KindFileTruncated, rel, c.seq, size, c.size, "file ends at %d, inside the %d bytes record %d vouches for (truncated)", size, c.size, c.seq)
 		return false
 	case size > c.size:
-		v.anomaly(rel, c.seq, c.size, "file is %d bytes, record %d vouches for %d (bytes appended)", size, c.seq, c.size)
+		v.damage(KindFileAppended, rel, c.seq, c.size, size, "file is %d bytes, record %d vouches for %d (bytes appended)", size, c.seq, c.size)
 		return false
 	}
 	if !v.pcapDigest(f, c, rel) {
@@ -197,7 +197,7 @@ func (v *verifier) checkPcapFile(c pcapClaim) bool {
 	}
 	n, err := countPcapng(io.NewSectionReader(f, 0, c.size))
 	if err != nil || n != c.packets {
-		v.anomaly(rel, c.seq, -1, "holds %d packets (%v), record %d counts %d", n, err, c.seq, c.packets)
+		v.anomaly(KindCountMismatch, rel, c.seq, -1, "holds %d packets (%v), record %d counts %d", n, err, c.seq, c.packets)
 		return false
 	}
 	return true
@@ -209,12 +209,12 @@ func (v *verifier) checkPcapPrefix(c pcapClaim) {
 	rel := pcapRel(c.name)
 	f, size, err := OpenRegular(v.rep.Dir, rel)
 	if err != nil {
-		v.anomaly(rel, c.seq, -1, "the last signed checkpoint vouches for %d bytes of this pcap file: %v", c.size, err)
+		v.anomaly(KindFileUnreadable, rel, c.seq, -1, "the last signed checkpoint vouches for %d bytes of this pcap file: %v", c.size, err)
 		return
 	}
 	defer f.Close()
 	if c.size < 0 || size < c.size {
-		v.anomaly(rel, c.seq, size, "file ends at %d, inside the %d bytes checkpoint %d vouches for (truncated)", size, c.size, c.seq)
+		v.damage(KindFileTruncated, rel, c.seq, size, c.size, "file ends at %d, inside the %d bytes checkpoint %d vouches for (truncated)", size, c.size, c.seq)
 		return
 	}
 	v.pcapDigest(f, c, rel)
@@ -224,7 +224,7 @@ func (v *verifier) checkPcapPrefix(c pcapClaim) {
 func (v *verifier) pcapDigest(f *os.File, c pcapClaim, rel string) bool {
 	h := sha256.New()
 	if n, _ := io.Copy(h, io.NewSectionReader(f, 0, c.size)); n != c.size || hex.EncodeToString(h.Sum(nil)) != c.sha256 {
-		v.anomaly(rel, c.seq, -1, "bytes 0..%d differ from the digest record %d vouches for (altered)", c.size, c.seq)
+		v.damage(KindFileDigestMismatch, rel, c.seq, 0, c.size, "bytes 0..%d differ from the digest record %d vouches for (altered)", c.size, c.seq)
 		return false
 	}
 	return true
@@ -259,30 +259,30 @@ func (v *verifier) noExtraPcap(expected map[string]pcapClaim, current *pcapClaim
 	case errors.Is(err, fs.ErrNotExist):
 		return
 	case err != nil:
-		v.anomaly(vocab.PcapDir, -1, -1, "%v", err)
+		v.anomaly(KindFileUnreadable, vocab.PcapDir, -1, -1, "%v", err)
 		return
 	case !fi.IsDir():
-		v.anomaly(vocab.PcapDir, -1, -1, "%s", (&NotRegularError{Path: vocab.PcapDir, Kind: describeMode(fi.Mode())}).Error())
+		v.anomaly(KindFileUnreadable, vocab.PcapDir, -1, -1, "%s", (&NotRegularError{Path: vocab.PcapDir, Kind: describeMode(fi.Mode())}).Error())
 		return
 	}
 	d, err := os.Open(path)
 	if err != nil {
-		v.anomaly(vocab.PcapDir, -1, -1, "%v", err)
+		v.anomaly(KindFileUnreadable, vocab.PcapDir, -1, -1, "%v", err)
 		return
 	}
 	defer d.Close()
 	entries, err := d.ReadDir(maxPcapEntries + 1)
 	if err != nil && err != io.EOF {
-		v.anomaly(vocab.PcapDir, -1, -1, "%v", err)
+		v.anomaly(KindFileUnreadable, vocab.PcapDir, -1, -1, "%v", err)
 	}
 	if len(entries) > maxPcapEntries {
-		v.anomaly(vocab.PcapDir, -1, -1, "more than %d entries; not listed further", maxPcapEntries)
+		v.anomaly(KindFileUnreadable, vocab.PcapDir, -1, -1, "more than %d entries; not listed further", maxPcapEntries)
 		entries = entries[:maxPcapEntries]
 	}
 	for _, e := range entries {
 		if _, ok := expected[e.Name()]; ok || (current != nil && current.name == e.Name()) {
 			continue
 		}
-		v.anomaly(pcapRel(e.Name()), -1, -1, "extra: no signed record vouches for this file")
+		v.anomaly(KindPcapExtra, pcapRel(e.Name()), -1, -1, "extra: no signed record vouches for this file")
 	}
 }

@@ -18,8 +18,13 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
-// Reconciliation of a harvested run: every Kali-side session is verified,
-// then compared with the tool server's own tee of what its client received.
+// Verification of a run: every session is verified and, in the lab's
+// harvest, compared with the tool server's own tee of what its client
+// received.
+//
+// A run folder as serve writes it:
+//
+//	<root>/<run_id>/<session_id>/              a session directory (Verify)
 //
 // The lab's harvest layout:
 //
@@ -53,20 +58,31 @@ var teeStreams = []struct{ stream, dir, delivered string }{
 	{vocab.StreamErr, "err", vocab.HeaderBytesDeliveredErr},
 }
 
-// RunReport is the verdict on one harvested run directory.
+// RunReport is the verdict on one run directory: what serve writes
+// (<root>/<run_id>/<session_id>/, Layout "serve") or the lab's harvest of
+// it (kali-side/ and mcp-side/, Layout "harvest").
 type RunReport struct {
 	RunDir   string                   `json:"run_dir"`
+	Layout   string                   `json:"layout"`
+	RunID    string                   `json:"run_id"` // the run the sessions' signed records name
 	Sessions []*SessionReconciliation `json:"sessions"`
-	// Anomalies are run-level: a tee with no Kali-side session, an
-	// unreadable directory, an entry that is not a session.
+	// Anomalies are run-level: a tee with no session, an unreadable
+	// directory, an entry that is not a session, sessions of several runs.
 	Anomalies []Anomaly `json:"anomalies"`
+	Notes     []Note    `json:"notes"`
 }
 
-// SessionReconciliation is one Kali-side session: its verification, and
+// The two run layouts.
+const (
+	LayoutServe   = "serve"
+	LayoutHarvest = "harvest"
+)
+
+// SessionReconciliation is one session of a run: its verification, and
 // how its delivered bytes compare with the tool server's tee.
 type SessionReconciliation struct {
 	SessionID string  `json:"session_id"`
-	Report    *Report `json:"report"` // Verify of kali-side/<id>
+	Report    *Report `json:"report"` // Verify of the session folder
 	Tee       string  `json:"tee,omitempty"`
 	// Anomalies are the reconciliation's: malformed tee lines and
 	// divergences; File is the tee or the typescript.
@@ -87,62 +103,119 @@ func (r *RunReport) OK() bool {
 	return true
 }
 
-func (r *RunReport) anomaly(file, format string, args ...any) {
-	r.Anomalies = append(r.Anomalies, Anomaly{File: file, Seq: -1, Offset: -1, Msg: fmt.Sprintf(format, args...)})
+func (r *RunReport) anomaly(kind Kind, file, format string, args ...any) {
+	r.Anomalies = append(r.Anomalies, Anomaly{Kind: kind, File: file, Seq: -1, Offset: -1, End: -1, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (s *SessionReconciliation) anomaly(file string, off int64, format string, args ...any) {
-	s.Anomalies = append(s.Anomalies, Anomaly{File: file, Seq: -1, Offset: off, Msg: fmt.Sprintf(format, args...)})
+func (s *SessionReconciliation) anomaly(kind Kind, file string, off int64, format string, args ...any) {
+	s.Anomalies = append(s.Anomalies, Anomaly{Kind: kind, File: file, Seq: -1, Offset: off, End: -1, Msg: fmt.Sprintf(format, args...)})
 }
 
-// VerifyRun verifies every session under runDir/kali-side against trusted
-// keys and reconciles each one that has a tee with it. A session without a
-// tee is not an anomaly (not every session is teed); a tee without a
-// session is.
+// VerifyRun verifies every session of runDir against trusted keys and,
+// in a harvest, reconciles each one that has a tee with it. A session
+// without a tee is not an anomaly (not every session is teed); a tee
+// without a session is.
 func VerifyRun(runDir string, trusted []gossh.PublicKey) *RunReport {
 	return VerifyRunKeys(runDir, Keys{Trusted: trusted})
 }
 
 // VerifyRunKeys is VerifyRun with revoked keys too (VerifyKeys).
 func VerifyRunKeys(runDir string, keys Keys) *RunReport {
-	rr := &RunReport{RunDir: runDir}
-	tees := rr.listTees()
-	kali := filepath.Join(runDir, kaliSideDir)
-	entries, err := readRunDir(runDir, kaliSideDir)
+	return VerifyRunWith(runDir, keys, Options{})
+}
+
+// VerifyRunWith is VerifyRunKeys with options.
+func VerifyRunWith(runDir string, keys Keys, opts Options) *RunReport {
+	rr := &RunReport{RunDir: runDir, Layout: runLayout(runDir), Sessions: []*SessionReconciliation{}, Anomalies: []Anomaly{}, Notes: []Note{}}
+	tees := map[string]string{}
+	sessionsRel := ""
+	if rr.Layout == LayoutHarvest {
+		tees, sessionsRel = rr.listTees(), kaliSideDir
+	}
+	sessions := filepath.Join(runDir, sessionsRel)
+	entries, err := readRunDir(runDir, sessionsRel)
 	if err != nil {
-		rr.anomaly(kali, "cannot read the Kali-side sessions: %v", err)
+		rr.anomaly(KindFileUnreadable, sessions, "cannot read the sessions: %v", err)
 	}
 	for _, e := range entries {
-		dir := filepath.Join(kali, e.Name())
+		dir := filepath.Join(sessions, e.Name())
 		if !e.IsDir() {
-			rr.anomaly(dir, "not a session directory (symbolic links are not followed)")
+			rr.anomaly(KindNotASession, dir, "not a session directory (symbolic links are not followed)")
 			continue
 		}
-		sr := &SessionReconciliation{SessionID: e.Name(), Report: VerifyKeys(dir, keys)}
-		// The harvest path (runs/<run_id>/kali-side/<session>) is the only
-		// place the run id appears; a session of another run is not this run's.
-		if run := filepath.Base(filepath.Clean(runDir)); sr.Report.RunID != "" && sr.Report.RunID != run {
-			sr.anomaly(dir, -1, "session was recorded for run %q, not for run %q", sr.Report.RunID, run)
+		if _, err := os.Lstat(filepath.Join(dir, vocab.PTYDir)); errors.Is(err, os.ErrNotExist) {
+			// A capture root given for a run folder lands here for each run.
+			rr.anomaly(KindNotASession, dir, "not a session directory (no %s folder); --run-dir takes a run folder, <root>/<run_id>, or a harvest", vocab.PTYDir)
+			continue
 		}
-		if tee, ok := tees[e.Name()]; ok {
-			delete(tees, e.Name())
+		sr := &SessionReconciliation{SessionID: e.Name(), Report: VerifyWith(dir, keys, opts), Anomalies: []Anomaly{}}
+		// The signed id names the session, and its tee.
+		if sr.Report.SessionID != "" {
+			sr.SessionID = sr.Report.SessionID
+		}
+		if tee, ok := tees[sr.SessionID]; ok {
+			delete(tees, sr.SessionID)
 			sr.Tee = tee
 			sr.reconcile(dir)
 		}
 		rr.Sessions = append(rr.Sessions, sr)
 	}
 	if len(rr.Sessions) == 0 && err == nil {
-		rr.anomaly(kali, "no sessions: nothing was verified")
+		rr.anomaly(KindNoSessions, sessions, "no sessions: nothing was verified")
 	}
+	rr.checkRunIDs()
 	ids := make([]string, 0, len(tees))
 	for id := range tees {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		rr.anomaly(tees[id], "tee of session %q, which has no Kali-side session", id)
+		rr.anomaly(KindTeeWithoutSession, tees[id], "tee of session %q, which has no Kali-side session", id)
 	}
 	return rr
+}
+
+// runLayout tells a harvest (a kali-side or mcp-side entry, whatever it
+// is: a link there is reported when it is read) from a run folder as
+// serve writes it.
+func runLayout(runDir string) string {
+	for _, name := range []string{kaliSideDir, "mcp-side"} {
+		if _, err := os.Lstat(filepath.Join(runDir, name)); err == nil {
+			return LayoutHarvest
+		}
+	}
+	return LayoutServe
+}
+
+// checkRunIDs takes the run id most sessions' signed records name as the
+// run's: a session of another run among them is an anomaly (it was moved
+// there), and a run folder named otherwise is a note (a copy renamed on
+// the way). Ties go to the first session in name order.
+func (rr *RunReport) checkRunIDs() {
+	count := map[string]int{}
+	for _, s := range rr.Sessions {
+		if id := s.Report.RunID; id != "" {
+			if count[id]++; count[id] > count[rr.RunID] {
+				rr.RunID = id
+			}
+		}
+	}
+	for _, s := range rr.Sessions {
+		if id := s.Report.RunID; id != "" && id != rr.RunID {
+			s.anomaly(KindRunMismatch, s.Report.Dir, -1, "session was recorded for run %q, not for run %q as the other sessions here", id, rr.RunID)
+		}
+	}
+	if base := filepath.Base(absPath(rr.RunDir)); rr.RunID != "" && base != rr.RunID {
+		rr.Notes = append(rr.Notes, Note{Kind: NoteRunFolderName, Msg: fmt.Sprintf("the sessions are of run %q; the run folder is named %q", rr.RunID, base)})
+	}
+}
+
+// absPath is path made absolute, so "." names the folder it is.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return filepath.Clean(path)
 }
 
 // listTees returns the tee files by session id. A run without a tee
@@ -153,7 +226,7 @@ func (rr *RunReport) listTees() map[string]string {
 	entries, err := readRunDir(rr.RunDir, teeDirPath)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			rr.anomaly(dir, "cannot read the tool server's tees: %v", err)
+			rr.anomaly(KindFileUnreadable, dir, "cannot read the tool server's tees: %v", err)
 		}
 		return tees
 	}
@@ -164,7 +237,7 @@ func (rr *RunReport) listTees() map[string]string {
 		}
 		path := filepath.Join(dir, e.Name())
 		if !e.Type().IsRegular() {
-			rr.anomaly(path, "tee is not a regular file (symbolic links are not followed)")
+			rr.anomaly(KindFileUnreadable, path, "tee is not a regular file (symbolic links are not followed)")
 			continue
 		}
 		tees[id] = path
@@ -178,18 +251,24 @@ func (rr *RunReport) listTees() map[string]string {
 func (s *SessionReconciliation) reconcile(dir string) {
 	logPath := filepath.Join(dir, vocab.PTYDir, vocab.LogFile)
 	if s.Report.SignedRecords == 0 {
-		s.anomaly(s.Tee, -1, "not reconciled: no record of the session's integrity log is covered by a trusted signature")
+		s.anomaly(KindNotReconciled, s.Tee, -1, "not reconciled: no record of the session's integrity log is covered by a trusted signature")
 		return
+	}
+	for _, a := range s.Report.Anomalies {
+		if a.File == vocab.TypescriptFile {
+			s.anomaly(KindNotReconciled, s.Tee, -1, "not reconciled: the typescript differs from its records (the session's anomalies say where), so its bytes are no evidence of delivery")
+			return
+		}
 	}
 	recs, err := verifiedRecords(dir, s.Report.SignedRecords)
 	if err != nil {
-		s.anomaly(logPath, -1, "not reconciled: %v", err)
+		s.anomaly(KindNotReconciled, logPath, -1, "not reconciled: %v", err)
 		return
 	}
 	tsPath := filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile)
 	ts, _, err := OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile)
 	if err != nil {
-		s.anomaly(tsPath, -1, "not reconciled: %v", err)
+		s.anomaly(KindNotReconciled, tsPath, -1, "not reconciled: %v", err)
 		return
 	}
 	defer ts.Close()
@@ -200,12 +279,12 @@ func (s *SessionReconciliation) reconcile(dir string) {
 	for _, st := range teeStreams {
 		limit, seq, err := delivered(recs, st.delivered)
 		if err != nil {
-			s.Anomalies = append(s.Anomalies, Anomaly{File: logPath, Seq: seq, Offset: -1,
+			s.Anomalies = append(s.Anomalies, Anomaly{Kind: KindRecordMalformed, File: logPath, Seq: seq, Offset: -1, End: -1,
 				Msg: fmt.Sprintf("%v; comparing every recorded byte of the %s stream", err, st.dir)})
 		}
 		segs, sideLen := sideSegments(recs, st.stream, limit)
 		if limit > sideLen {
-			s.Anomalies = append(s.Anomalies, Anomaly{File: logPath, Seq: seq, Offset: -1,
+			s.Anomalies = append(s.Anomalies, Anomaly{Kind: KindCountMismatch, File: logPath, Seq: seq, Offset: -1, End: -1,
 				Msg: fmt.Sprintf("%s stream: the close record counts %d bytes delivered, only %d were recorded", st.dir, limit, sideLen)})
 		}
 		c := &streamCompare{s: s, ts: ts, tsPath: tsPath, dir: st.dir, segs: segs, sideLen: sideLen, teeLen: teeLens[st.dir]}
@@ -275,7 +354,7 @@ func sideSegments(recs []integrity.Record, stream string, limit int64) ([]segmen
 func (s *SessionReconciliation) scanTee() (map[string]int64, bool) {
 	t, err := openTee(s.Tee, "")
 	if err != nil {
-		s.anomaly(s.Tee, -1, "cannot read the tee: %v", err)
+		s.anomaly(KindFileUnreadable, s.Tee, -1, "cannot read the tee: %v", err)
 		return nil, false
 	}
 	defer t.Close()
@@ -287,15 +366,15 @@ func (s *SessionReconciliation) scanTee() (map[string]int64, bool) {
 		switch {
 		case err == io.EOF:
 			if bad > maxTeeLineReports {
-				s.anomaly(s.Tee, -1, "%d more malformed lines", bad-maxTeeLineReports)
+				s.anomaly(KindTeeMalformed, s.Tee, -1, "%d more malformed lines", bad-maxTeeLineReports)
 			}
 			return lens, true
 		case errors.As(err, &le):
 			if bad++; bad <= maxTeeLineReports {
-				s.anomaly(s.Tee, le.off, "line %d: malformed tee line: %s", le.line, le.msg)
+				s.anomaly(KindTeeMalformed, s.Tee, le.off, "line %d: malformed tee line: %s", le.line, le.msg)
 			}
 		case err != nil:
-			s.anomaly(s.Tee, -1, "cannot read the tee: %v", err)
+			s.anomaly(KindFileUnreadable, s.Tee, -1, "cannot read the tee: %v", err)
 			return nil, false
 		default:
 			lens[dir] += int64(len(data))
@@ -330,7 +409,7 @@ var (
 func (c *streamCompare) run() {
 	tee, err := openTee(c.s.Tee, c.dir)
 	if err != nil {
-		c.s.anomaly(c.s.Tee, -1, "cannot read the tee: %v", err)
+		c.s.anomaly(KindFileUnreadable, c.s.Tee, -1, "cannot read the tee: %v", err)
 		return
 	}
 	defer tee.Close()
@@ -345,10 +424,10 @@ func (c *streamCompare) run() {
 		case errors.Is(err, errReported):
 			return
 		case errors.Is(err, errTSShort):
-			c.s.anomaly(c.tsPath, sg.off+same, "%s stream: %v", c.dir, err)
+			c.s.anomaly(KindFileTruncated, c.tsPath, sg.off+same, "%s stream: %v", c.dir, err)
 			return
 		case err != nil:
-			c.s.anomaly(c.s.Tee, -1, "%s stream: %v", c.dir, err)
+			c.s.anomaly(KindFileUnreadable, c.s.Tee, -1, "%s stream: %v", c.dir, err)
 			return
 		case same < sg.len:
 			c.diverged(pos + same)
@@ -373,10 +452,10 @@ func (c *streamCompare) checkUnstored(tee io.Reader, sg segment, pos int64) (int
 	switch {
 	case n < sg.len:
 	case sg.sha == "":
-		c.s.anomaly(c.s.Tee, pos, "%s stream: tee bytes %d..%d cannot be checked: the sidecar did not store them and delivered only part of what their digest covers",
+		c.s.anomaly(KindNotReconciled, c.s.Tee, pos, "%s stream: tee bytes %d..%d cannot be checked: the sidecar did not store them and delivered only part of what their digest covers",
 			c.dir, pos, pos+sg.len)
 	case hex.EncodeToString(h.Sum(nil)) != sg.sha:
-		c.s.anomaly(c.s.Tee, pos, "%s stream: tee bytes %d..%d differ from the digest of the bytes the sidecar counted but did not store",
+		c.s.anomaly(KindTeeMismatch, c.s.Tee, pos, "%s stream: tee bytes %d..%d differ from the digest of the bytes the sidecar counted but did not store",
 			c.dir, pos, pos+sg.len)
 		return n, errReported
 	}
@@ -434,7 +513,7 @@ func (c *streamCompare) diverged(n int64) {
 	if line, _ := c.teeAt(n); line > 0 {
 		msg += fmt.Sprintf("; the tee's byte %d is on its line %d", n, line)
 	}
-	c.s.anomaly(c.s.Tee, n, "%s stream: %s", c.dir, msg)
+	c.s.anomaly(KindTeeMismatch, c.s.Tee, n, "%s stream: %s", c.dir, msg)
 }
 
 // teeAt returns the tee's stream byte n and the line it is on; line 0 when

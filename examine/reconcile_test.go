@@ -8,7 +8,6 @@ package examine_test
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -425,8 +424,8 @@ func TestReconcileTamperedSession(t *testing.T) {
 	if rr.OK() || sr.Report.OK() {
 		t.Fatal("tampered session reported OK")
 	}
-	// The chain breaks at the tampered chunk, before any signature: nothing
-	// is trusted as delivered, so nothing is reconciled.
+	// The typescript differs from its records: its bytes are no evidence
+	// of delivery, so nothing is reconciled.
 	if len(sr.Anomalies) != 1 || !strings.Contains(sr.Anomalies[0].Msg, "not reconciled") {
 		t.Errorf("anomalies = %v, want the session left unreconciled", sr.Anomalies)
 	}
@@ -475,16 +474,65 @@ func TestReconcileLarge(t *testing.T) {
 }
 
 // TestReconcileSessionFromAnotherRun: a session recorded under another run
-// id, harvested into this run, is reported.
+// id, harvested among this run's sessions, is reported; a run folder
+// renamed as a whole verifies as the run its records name, with a note.
 func TestReconcileSessionFromAnotherRun(t *testing.T) {
 	runDir := newRunDir(t)
 	recordSession(t, runDir, ptySpec("sess-1"))
-	other := filepath.Join(filepath.Dir(runDir), "run-2")
-	if err := os.Rename(runDir, other); err != nil {
+	recordSession(t, runDir, ptySpec("sess-2"))
+	renamed := filepath.Join(filepath.Dir(runDir), "copy-of-run")
+	if err := os.Rename(runDir, renamed); err != nil {
 		t.Fatal(err)
 	}
-	rr := examine.VerifyRun(other, trusted(t))
-	if rr.OK() || !strings.Contains(fmt.Sprint(oneSession(t, rr, "sess-1").Anomalies), `recorded for run "run-1"`) {
-		t.Errorf("a session of run-1 passed as part of run-2: %v", rr.Sessions[0].Anomalies)
+	rr := examine.VerifyRun(renamed, trusted(t))
+	if !rr.OK() || rr.RunID != "run-1" || len(rr.Notes) != 1 || rr.Notes[0].Kind != examine.NoteRunFolderName {
+		t.Errorf("renamed run folder: OK %v, run %q, notes %v, anomalies %v; want OK with a run-folder-name note", rr.OK(), rr.RunID, rr.Notes, rr.Anomalies)
+	}
+
+	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-2", SessionID: "sess-3"}, recorder.Options{Signer: signer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.Dir(), filepath.Join(renamed, "kali-side", "sess-3")); err != nil {
+		t.Fatal(err)
+	}
+	rr = examine.VerifyRun(renamed, trusted(t))
+	if len(rr.Sessions) != 3 {
+		t.Fatalf("sessions: %d, want 3", len(rr.Sessions))
+	}
+	moved := rr.Sessions[2]
+	if rr.OK() || len(moved.Anomalies) != 1 || moved.Anomalies[0].Kind != examine.KindRunMismatch || !strings.Contains(moved.Anomalies[0].Msg, `recorded for run "run-2"`) {
+		t.Errorf("a session of run-2 passed as part of run-1: %v", moved.Anomalies)
+	}
+}
+
+// TestVerifyRunServeLayout: a run folder as serve writes it
+// (<root>/<run_id>/<session_id>) verifies every session in it, with no
+// tee; the capture root given instead names each run folder as not a
+// session.
+func TestVerifyRunServeLayout(t *testing.T) {
+	root := t.TempDir()
+	for _, id := range []string{"sess-1", "sess-2"} {
+		s, err := recorder.Create(root, recorder.Meta{RunID: "run-1", SessionID: id}, recorder.Options{Signer: signer(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Output([]byte("hello\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rr := examine.VerifyRun(filepath.Join(root, "run-1"), trusted(t))
+	if !rr.OK() || rr.Layout != examine.LayoutServe || rr.RunID != "run-1" || len(rr.Sessions) != 2 || len(rr.Notes) != 0 {
+		t.Errorf("serve layout: OK %v, layout %q, run %q, %d sessions, anomalies %v, notes %v", rr.OK(), rr.Layout, rr.RunID, len(rr.Sessions), rr.Anomalies, rr.Notes)
+	}
+	rr = examine.VerifyRun(root, trusted(t))
+	if rr.OK() || len(rr.Anomalies) != 2 || rr.Anomalies[0].Kind != examine.KindNotASession || rr.Anomalies[1].Kind != examine.KindNoSessions || !strings.Contains(rr.Anomalies[0].Msg, "run folder") {
+		t.Errorf("the capture root: OK %v, anomalies %v", rr.OK(), rr.Anomalies)
 	}
 }

@@ -49,38 +49,38 @@ func (v *verifier) checkRecovery() {
 		return
 	}
 	if err != nil {
-		v.anomaly(vocab.RecoveryFile, -1, -1, "%v", err)
+		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, -1, -1, "%v", err)
 		return
 	}
 	if len(lines) != 2 || !lines[0].complete || !lines[1].complete {
-		v.anomaly(vocab.RecoveryFile, -1, -1, "recovery file is not one recovery record and one checkpoint")
+		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, -1, -1, "recovery file is not one recovery record and one checkpoint")
 		return
 	}
 	var rec, cp integrity.Record
 	if json.Unmarshal(lines[0].text, &rec) != nil || json.Unmarshal(lines[1].text, &cp) != nil {
-		v.anomaly(vocab.RecoveryFile, -1, -1, "recovery file does not parse")
+		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, -1, -1, "recovery file does not parse")
 		return
 	}
 	seq := int64(v.rep.Records)
 	sum := sha256.Sum256(lines[0].text)
 	switch {
 	case rec.Type != vocab.TypeRecovery || rec.Seq != uint64(seq) || rec.Prev != v.rep.ChainHead:
-		v.anomaly(vocab.RecoveryFile, seq, 0, "recovery record does not continue the chain after record %d", seq-1)
+		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, seq, 0, "recovery record does not continue the chain after record %d", seq-1)
 		return
 	case cp.Type != vocab.TypeCheckpoint || cp.Prev != hex.EncodeToString(sum[:]):
-		v.anomaly(vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint does not follow the recovery record")
+		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint does not follow the recovery record")
 		return
 	}
 	pub, err := integrity.VerifySSHSIG(cp.Sig, integrity.HeadNamespace, integrity.HeadMessage(v.rep.RunID, v.rep.SessionID, rec.Seq, cp.Prev))
 	if err != nil {
-		v.anomaly(vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint signature: %v", err)
+		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint signature: %v", err)
 		return
 	}
-	if why := v.untrusted(pub); why != "" {
-		v.anomaly(vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint %s", why)
+	if _, why := v.untrusted(pub); why != "" {
+		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint %s", why)
 		return
 	}
-	v.anomaly(vocab.RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s; %s",
+	v.anomaly(KindRecovered, vocab.RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s; %s",
 		rec.Time.Format(time.RFC3339), unaccountedStatement(rec.Attrs), v.unsignedStatement(rec.Attrs[AttrUnsignedRecords]))
 }
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// readRunDir lists the folder rel (slash-separated, e.g. "mcp-side/sessions")
-// of a harvested run. runDir is the examiner's choice and is followed;
+// readRunDir lists the folder rel (slash-separated, e.g. "mcp-side/sessions";
+// "" for runDir itself) of a run. runDir is the examiner's choice and is followed;
 // every component of rel must be a real directory: a symbolic link there
 // is refused and named, as links in a session folder are (OpenRegular),
 // never followed. The folder is listed through the handle that was
@@ -17,8 +17,14 @@ import (
 // check and the open is refused too.
 func readRunDir(runDir, rel string) ([]os.DirEntry, error) {
 	path := runDir
-	var st os.FileInfo
+	st, err := os.Stat(runDir)
+	if err != nil {
+		return nil, err
+	}
 	for _, part := range strings.Split(rel, "/") {
+		if part == "" {
+			continue
+		}
 		path = filepath.Join(path, part)
 		var err error
 		if st, err = os.Lstat(path); err != nil {

@@ -52,7 +52,7 @@ func (v *verifier) withinUnsignedBound(off, n, seq, logOff int64) bool {
 	if off+n-start <= MaxUnsignedTail {
 		return true
 	}
-	v.anomaly(vocab.LogFile, seq, logOff,
+	v.anomaly(KindUnsignedTailTooLong, vocab.LogFile, seq, logOff,
 		"data record claims %d typescript bytes at offset %d, reaching %d bytes past the last trusted checkpoint (offset %d): more than the %d the sidecar writes unsigned; not read",
 		n, off, off+n-start, start, int64(MaxUnsignedTail))
 	return false
@@ -85,7 +85,7 @@ func (v *verifier) checkTail(name string, size, signed, bound int64) bool {
 	if size-signed <= bound {
 		return true
 	}
-	v.anomaly(name, v.rep.LastVerifiedSeq, signed, "%s", UnsignedTailMessage(size, signed, bound))
+	v.damage(KindUnsignedTailTooLong, name, v.rep.LastVerifiedSeq, signed, size, "%s", UnsignedTailMessage(size, signed, bound))
 	return false
 }
 

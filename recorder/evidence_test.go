@@ -145,27 +145,3 @@ func BenchmarkOutput(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkVerify measures the verifier's throughput over a 64 MiB record.
-func BenchmarkVerify(b *testing.B) {
-	s, err := Create(b.TempDir(), Meta{RunID: "r", SessionID: "v"}, testOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
-	chunk := bytes.Repeat([]byte("y"), 32<<10)
-	const size = 64 << 20
-	for n := 0; n < size; n += len(chunk) {
-		if err := s.Output(chunk); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := s.Close(0); err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(size)
-	for b.Loop() {
-		if rep := examine.Verify(s.Dir(), trusted()); !rep.OK() {
-			b.Fatal(rep.Anomalies)
-		}
-	}
-}

@@ -9,8 +9,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
@@ -163,8 +166,29 @@ func (s *Session) openFiles() error {
 		return err
 	}
 	s.tm = newDigestFile(tm)
-	s.log, err = s.dirs.createFile(vocab.LogFile)
-	return err
+	if s.log, err = s.dirs.createFile(vocab.LogFile); err != nil {
+		return err
+	}
+	holdLiveLock(s.log)
+	return nil
+}
+
+// holdLiveLock takes the exclusive flock(2) on the log that tells a
+// verifier, and a restarted sidecar's recovery, that the session is being
+// recorded (examine/live.go). The kernel releases it when the log is
+// closed or the process dies, however it dies. It is best effort: a
+// verifier's probe may hold a shared lock for an instant, so a few tries
+// are made, and a file system without flock leaves the session without
+// the signal (a verifier then reports it unfinalized rather than in
+// progress); recording goes on either way.
+func holdLiveLock(f *os.File) {
+	for range 20 {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // checkMeta validates everything Create can reject without touching the disk.

@@ -124,7 +124,8 @@ func RecoverUnfinalized(root string, opts Options) ([]string, error) {
 }
 
 // needsRecovery reports whether d's log does not end with a close record
-// and its checkpoint, and there is no recovery file yet. It reads only the
+// and its checkpoint, there is no recovery file yet, and no recorder holds
+// the log (examine.HeldByRecorder). It reads only the
 // log's tail, so a start does not re-read every transcript. The log is
 // opened as every record file read back is (examine.OpenRegularIn): a log
 // that is a link or a named pipe is an error naming it, never a hang.
@@ -141,6 +142,9 @@ func needsRecovery(d *sessionDirs) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
+	if examine.HeldByRecorder(f) {
+		return false, nil // being recorded now, by another server on this root
+	}
 	const tail = 64 << 10
 	buf := make([]byte, min(size, tail))
 	if _, err := f.ReadAt(buf, size-int64(len(buf))); err != nil && err != io.EOF {

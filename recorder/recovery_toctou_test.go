@@ -67,3 +67,32 @@ func TestRecoveryFollowsNoSwappedPTYFolder(t *testing.T) {
 		t.Errorf("no recovery file in the pty folder the recovery opened: %v", err)
 	}
 }
+
+// TestRecoveryLeavesALiveSessionAlone: a session another server on the
+// same capture root is recording (its recorder holds the log's lock) has
+// no close record yet, and is no crash: the recovery writes nothing into
+// it.
+func TestRecoveryLeavesALiveSessionAlone(t *testing.T) {
+	root := t.TempDir()
+	s, err := Create(root, Meta{RunID: "run-t", SessionID: "sess-live"}, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(0)
+	if err := s.Output([]byte("hello\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	recovered, err := RecoverUnfinalized(root, testOptions())
+	if err != nil || len(recovered) != 0 {
+		t.Fatalf("recovered %v (%v), want nothing", recovered, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir(), vocab.PTYDir, vocab.RecoveryFile)); !os.IsNotExist(err) {
+		t.Errorf("a recovery file was written into a live session (%v)", err)
+	}
+	// The same session cut (its files closed without a close record) is
+	// recovered: the lock went with them.
+	crashed := crashedSession(t, root)
+	if recovered, err := RecoverUnfinalized(root, testOptions()); err != nil || len(recovered) != 1 || recovered[0] != crashed {
+		t.Errorf("recovered %v (%v), want %s", recovered, err, crashed)
+	}
+}

@@ -248,8 +248,11 @@ func TestTamperMatrix(t *testing.T) {
 		if err := os.Rename(d, moved); err != nil {
 			t.Fatal(err)
 		}
-		if rep := examine.Verify(moved, []gossh.PublicKey{h.hostKey}); rep.OK() {
-			t.Error("session A's files verified as session B")
+		// The signed ids say which session it is; the folder's name is a
+		// note, so a renamed copy still verifies, and says so.
+		rep := examine.Verify(moved, []gossh.PublicKey{h.hostKey})
+		if !rep.OK() || rep.SessionID == "tamper-b" || !hasNote(rep, examine.NoteFolderName) {
+			t.Errorf("session A's files in B's folder: OK %v, session %q, notes %v", rep.OK(), rep.SessionID, rep.Notes)
 		}
 	})
 	t.Run("files moved to another run", func(t *testing.T) {
@@ -261,8 +264,9 @@ func TestTamperMatrix(t *testing.T) {
 		if err := os.Rename(d, moved); err != nil {
 			t.Fatal(err)
 		}
-		if rep := examine.Verify(moved, []gossh.PublicKey{h.hostKey}); rep.OK() {
-			t.Error("run tamper's session verified under another run")
+		rep := examine.Verify(moved, []gossh.PublicKey{h.hostKey})
+		if !rep.OK() || rep.RunID == "other-run" || !hasNote(rep, examine.NoteRunFolderName) {
+			t.Errorf("session under another run's folder: OK %v, run %q, notes %v", rep.OK(), rep.RunID, rep.Notes)
 		}
 	})
 	t.Run("untrusted key", func(t *testing.T) {
@@ -270,6 +274,15 @@ func TestTamperMatrix(t *testing.T) {
 			t.Error("verified against a key that did not sign")
 		}
 	})
+}
+
+func hasNote(rep *examine.Report, kind examine.Kind) bool {
+	for _, n := range rep.Notes {
+		if n.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // rechainAfterEdit forges the way someone with write access but without the
@@ -504,8 +517,11 @@ func TestVerifyAndExportCommands(t *testing.T) {
 	tampered := copySession(t, dir)
 	edit(t, tampered, "typescript", flipAt(frac(1, 2)))
 	out, err = exec.Command(bin, "verify", "--key", pub, "--json", tampered).CombinedOutput()
-	var rep examine.Report
-	if code := exitCodeOf(err); code != 1 || json.Unmarshal(out, &rep) != nil || len(rep.Anomalies) == 0 {
+	var doc struct {
+		OK       bool
+		Sessions []examine.Report
+	}
+	if code := exitCodeOf(err); code != 1 || json.Unmarshal(out, &doc) != nil || doc.OK || len(doc.Sessions) != 1 || len(doc.Sessions[0].Anomalies) == 0 {
 		t.Fatalf("verify of a tampered record: exit %d\n%s", code, out)
 	}
 

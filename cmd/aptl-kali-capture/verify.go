@@ -26,8 +26,8 @@ func runVerify(args []string) int {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	var keys keyFiles
 	fs.Var(&keys, "key", "trusted sidecar host key: a .pub file or a known_hosts file (repeatable, required)")
-	asJSON := fs.Bool("json", false, "print one JSON report per session")
-	runDir := fs.String("run-dir", "", "a harvested run directory (kali-side/ and mcp-side/): verify every session and reconcile it with the tool server's tee")
+	asJSON := fs.Bool("json", false, "print one JSON document (README.md, \"verify --json\")")
+	runDir := fs.String("run-dir", "", "a run folder: <root>/<run_id> as serve writes it, or a harvest (kali-side/ and mcp-side/), whose sessions are also reconciled with the tool server's tee")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: aptl-kali-capture verify --key HOST_KEY.pub [--json] (SESSION_DIR... | --run-dir RUN_DIR)")
 		fs.PrintDefaults()
@@ -47,22 +47,69 @@ func runVerify(args []string) int {
 		fmt.Fprintln(os.Stderr, examine.Escape("aptl-kali-capture verify: "+err.Error()))
 		return exitUsage
 	}
-	ok := true
-	if *runDir != "" {
-		rr := examine.VerifyRunKeys(*runDir, trusted)
-		ok = rr.OK()
-		printRunReport(os.Stdout, rr, *asJSON)
-	} else {
-		for _, dir := range fs.Args() {
-			rep := examine.VerifyKeys(dir, trusted)
-			ok = rep.OK() && ok
-			printReport(os.Stdout, rep, *asJSON)
+	var opts examine.Options
+	if !*asJSON && isTerminal(os.Stderr) {
+		if p := newProgress(os.Stderr, estimateBytes(*runDir, fs.Args())); p != nil {
+			opts.Progress = p.add
+			defer p.done()
 		}
 	}
-	if !ok {
+	var out verifyOutput
+	if *runDir != "" {
+		rr := examine.VerifyRunWith(*runDir, trusted, opts)
+		out = runOutput(rr)
+	} else {
+		out.OK, out.Sessions = true, []sessionOutput{}
+		for _, dir := range fs.Args() {
+			rep := examine.VerifyWith(dir, trusted, opts)
+			out.OK = out.OK && rep.OK()
+			out.Sessions = append(out.Sessions, sessionOutput{Report: rep, Reconcile: []examine.Anomaly{}})
+		}
+	}
+	if *asJSON {
+		examine.NewJSONEncoder(os.Stdout).Encode(out)
+	} else {
+		printOutput(os.Stdout, out)
+	}
+	if !out.OK {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// verifyOutput is what verify prints: with --json, as one JSON document
+// whose schema README.md states ("verify --json"); field names are
+// lowercase and lists are [] when empty, never null.
+type verifyOutput struct {
+	OK       bool            `json:"ok"` // every session ok, nothing wrong at the run level
+	Run      *runOutputInfo  `json:"run,omitempty"`
+	Sessions []sessionOutput `json:"sessions"`
+}
+
+// runOutputInfo is the run level of --run-dir.
+type runOutputInfo struct {
+	Dir       string            `json:"dir"`
+	Layout    string            `json:"layout"`
+	RunID     string            `json:"run_id"`
+	Anomalies []examine.Anomaly `json:"anomalies"`
+	Notes     []examine.Note    `json:"notes"`
+}
+
+// sessionOutput is one session's report and, with --run-dir, its
+// reconciliation with the tool server's tee.
+type sessionOutput struct {
+	*examine.Report
+	Tee       string            `json:"tee,omitempty"`
+	Reconcile []examine.Anomaly `json:"reconcile"`
+}
+
+func runOutput(rr *examine.RunReport) verifyOutput {
+	out := verifyOutput{OK: rr.OK(), Sessions: []sessionOutput{},
+		Run: &runOutputInfo{Dir: rr.RunDir, Layout: rr.Layout, RunID: rr.RunID, Anomalies: rr.Anomalies, Notes: rr.Notes}}
+	for _, s := range rr.Sessions {
+		out.Sessions = append(out.Sessions, sessionOutput{Report: s.Report, Tee: s.Tee, Reconcile: s.Anomalies})
+	}
+	return out
 }
 
 // loadTrustedKeys reads public keys from authorized_keys-style (.pub) or
@@ -103,18 +150,48 @@ func printLine(w io.Writer, format string, args ...any) {
 	fmt.Fprintln(w, examine.Escape(fmt.Sprintf(format, args...)))
 }
 
-func printReport(w io.Writer, rep *examine.Report, asJSON bool) {
-	if asJSON {
-		examine.NewJSONEncoder(w).Encode(rep)
-		return
+// verdicts is the first word of a session's line, by status.
+var verdicts = map[examine.Status]string{
+	examine.StatusOK:          "OK  ",
+	examine.StatusInProgress:  "LIVE",
+	examine.StatusUnfinalized: "FAIL",
+	examine.StatusTampered:    "FAIL",
+}
+
+func printOutput(w io.Writer, out verifyOutput) {
+	if r := out.Run; r != nil {
+		for _, a := range r.Anomalies {
+			printLine(w, "FAIL %s: %s", r.Dir, a)
+		}
+		for _, n := range r.Notes {
+			printLine(w, "note %s: %s", r.Dir, n.Msg)
+		}
 	}
-	verdict := "OK  "
-	if !rep.OK() {
-		verdict = "FAIL"
+	for _, s := range out.Sessions {
+		printReport(w, s.Report)
+		if out.Run != nil && out.Run.Layout == examine.LayoutHarvest && s.Tee == "" {
+			printLine(w, "     no tool-server tee for %s", s.SessionID)
+		}
+		for _, a := range s.Reconcile {
+			printLine(w, "     reconcile: %s", a)
+		}
 	}
-	printLine(w, "%s %s run=%s session=%s records=%d signed=%d finalized=%v bytes in=%d out=%d err=%d stored=%d",
-		verdict, rep.Dir, rep.RunID, rep.SessionID, rep.Records, rep.Signed, rep.Finalized,
+}
+
+func printReport(w io.Writer, rep *examine.Report) {
+	printLine(w, "%s %s status=%s run=%s session=%s records=%d signed=%d finalized=%v bytes in=%d out=%d err=%d stored=%d",
+		verdicts[rep.Status], rep.Dir, rep.Status, rep.RunID, rep.SessionID, rep.Records, rep.Signed, rep.Finalized,
 		rep.Bytes.In, rep.Bytes.Out, rep.Bytes.Err, rep.Bytes.Stored)
+	if rep.Status == examine.StatusInProgress {
+		if rep.LastVerifiedSeq < 0 {
+			printLine(w, "     in progress: a recorder holds the log; no checkpoint signed yet")
+		} else {
+			printLine(w, "     in progress: a recorder holds the log; signed through record %d, typescript offset %d", rep.LastVerifiedSeq, rep.LastVerifiedOffset)
+		}
+	}
+	for _, n := range rep.Notes {
+		printLine(w, "     note: %s", n.Msg)
+	}
 	// Gaps are stated even when everything verifies: the record says data
 	// went unstored, and so does the report.
 	if p := rep.Pcap; p != nil {
@@ -129,25 +206,6 @@ func printReport(w io.Writer, rep *examine.Report, asJSON bool) {
 	}
 	for _, a := range rep.Anomalies {
 		printLine(w, "     %s", a)
-	}
-}
-
-func printRunReport(w io.Writer, rr *examine.RunReport, asJSON bool) {
-	if asJSON {
-		examine.NewJSONEncoder(w).Encode(rr)
-		return
-	}
-	for _, a := range rr.Anomalies {
-		printLine(w, "FAIL %s: %s", rr.RunDir, a)
-	}
-	for _, s := range rr.Sessions {
-		printReport(w, s.Report, false)
-		if s.Tee == "" {
-			printLine(w, "     no tool-server tee for %s", s.SessionID)
-		}
-		for _, a := range s.Anomalies {
-			printLine(w, "     reconcile: %s", a)
-		}
 	}
 }
 

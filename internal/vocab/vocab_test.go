@@ -1,55 +1,17 @@
 package vocab
 
 import (
-	"os"
-	"regexp"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
-// readmeTable returns the rows of the first Markdown table after heading
-// in README.md, each split into its cells.
 func readmeTable(t *testing.T, heading string) [][]string {
-	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("README.md has no heading %q", heading)
-	}
-	var rows [][]string
-	for _, line := range strings.Split(after, "\n") {
-		if !strings.HasPrefix(line, "|") {
-			if len(rows) > 0 {
-				break
-			}
-			continue
-		}
-		cells := strings.Split(strings.Trim(line, "|"), " | ")
-		if strings.HasPrefix(cells[0], "---") || strings.TrimSpace(cells[0]) == "type" || strings.TrimSpace(cells[0]) == "header" {
-			continue
-		}
-		rows = append(rows, cells)
-	}
-	if len(rows) == 0 {
-		t.Fatalf("README.md has no table after %q", heading)
-	}
-	return rows
+	return testutil.ReadmeTable(t, "../../README.md", heading)
 }
 
-var codeName = regexp.MustCompile("`([^`]+)`")
-
-// names returns the `code` spans of s.
-func names(s string) []string {
-	var out []string
-	for _, m := range codeName.FindAllStringSubmatch(s, -1) {
-		out = append(out, m[1])
-	}
-	return out
-}
+var names = testutil.CodeSpans
 
 func sameSet(t *testing.T, what string, readme, code []string) {
 	t.Helper()
