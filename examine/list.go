@@ -20,9 +20,14 @@ import (
 const (
 	// StateFinalized: the log has its close record.
 	StateFinalized = "finalized"
-	// StateInProgress: no close record yet: a session still being recorded,
-	// or one a crash left open that no restarted sidecar has recovered yet.
+	// StateInProgress: no close record yet, and a recorder holds the
+	// log's lock: a session still being recorded (Recording, the rule
+	// verify uses too).
 	StateInProgress = "in-progress"
+	// StateUnfinalized: no close record and no recorder holds the log: a
+	// session a crash left open that no restarted sidecar has recovered
+	// yet (or a copy taken before its close, where the lock cannot show).
+	StateUnfinalized = "unfinalized"
 	// StateRecovered: no close record, and a restarted sidecar wrote
 	// the recovery statement (vocab.RecoveryFile).
 	StateRecovered = "recovered"
@@ -206,8 +211,13 @@ func Summarize(dir, run, session string) Summary {
 		s.Error = fmt.Sprintf("%s: %v", vocab.LogFile, err)
 	}
 	sum.fill(&s)
-	if s.State == StateInProgress && hasRecovery(dir) {
-		s.State = StateRecovered
+	if s.State == StateInProgress {
+		switch {
+		case hasRecovery(dir):
+			s.State = StateRecovered
+		case !Recording(dir):
+			s.State = StateUnfinalized
+		}
 	}
 	return s
 }

@@ -268,6 +268,7 @@ func appendTo(t *testing.T, path, s string) {
 type lsEntry struct {
 	Run         string  `json:"run"`
 	Session     string  `json:"session"`
+	Dir         string  `json:"dir"`
 	State       string  `json:"state"`
 	User        string  `json:"user"`
 	ClientKey   string  `json:"client_key"`
@@ -316,6 +317,11 @@ func TestLsListsSessions(t *testing.T) {
 		return err == nil
 	})
 	lab := filepath.Join(h.root, "lab")
+	// A copy of the live session holds no recorder's lock: what a crash
+	// leaves looks the same, so ls says unfinalized, as verify does.
+	if out, err := exec.Command("cp", "-a", h.sessionDir("lab", "live-1"), filepath.Join(lab, "cut-1")).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v: %s", err, out)
+	}
 	writeFile(t, filepath.Join(lab, "a-file"), []byte("not a session"))
 	os.Mkdir(filepath.Join(lab, "empty"), 0o700)
 	os.Mkdir(filepath.Join(lab, "evil\x1b[2J\x1b[Hname"), 0o700)
@@ -333,7 +339,9 @@ func TestLsListsSessions(t *testing.T) {
 	}
 	byID := map[string]lsEntry{}
 	for _, r := range rows {
-		byID[r.Run+"/"+r.Session] = r
+		if filepath.Base(r.Dir) != "cut-1" {
+			byID[r.Run+"/"+r.Session] = r
+		}
 	}
 	fp := gossh.FingerprintSHA256(h.client.PublicKey())
 	done := byID["lab/done-1"]
@@ -346,6 +354,13 @@ func TestLsListsSessions(t *testing.T) {
 	}
 	if l := byID["lab/live-1"]; l.State != "in-progress" || l.ExitCode != nil || l.ClientKey != fp {
 		t.Errorf("live-1: %+v, want in-progress with no exit code", l)
+	}
+	byDir := map[string]lsEntry{}
+	for _, r := range rows {
+		byDir[filepath.Base(r.Dir)] = r
+	}
+	if c := byDir["cut-1"]; c.State != "unfinalized" || c.Session != "live-1" {
+		t.Errorf("cut-1: %+v, want unfinalized (a copy of a live session holds no lock)", c)
 	}
 	for _, id := range []string{"lab/a-file", "lab/empty", "lab/evil\x1b[2J\x1b[Hname", "linked-run/"} {
 		if b, ok := byID[id]; !ok || b.State != "broken" || b.Error == "" || b.Start != "" {
@@ -360,7 +375,7 @@ func TestLsListsSessions(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("ls: exit %d", code)
 	}
-	checkTable(t, string(table), 6)
+	checkTable(t, string(table), 7)
 	if !strings.Contains(string(table), `evil\x1b[2J\x1b[Hname`) {
 		t.Errorf("the hostile name is not shown escaped:\n%s", table)
 	}
@@ -396,8 +411,11 @@ func checkTable(t *testing.T, table string, rows int) {
 			t.Errorf("control character in %q", line)
 		}
 		cell := string([]rune(line)[min(col, len([]rune(line))):])
-		if !strings.HasPrefix(cell, "STATE") && !strings.HasPrefix(cell, "finalized") &&
-			!strings.HasPrefix(cell, "in-progress") && !strings.HasPrefix(cell, "broken") {
+		known := false
+		for _, state := range []string{"STATE", "finalized", "in-progress", "unfinalized", "recovered", "broken"} {
+			known = known || strings.HasPrefix(cell, state)
+		}
+		if !known {
 			t.Errorf("not aligned: %q has %q under STATE", line, cell)
 		}
 	}
