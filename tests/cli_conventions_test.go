@@ -88,11 +88,6 @@ func TestSubcommandUsage(t *testing.T) {
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			if name == "verify" {
-				// verify's command line is being reworked with the verifier
-				// (issue 9, "Verifier"); it adopts cliconfig's usage there.
-				t.Skip("verify's flags move to cliconfig with the verifier rework (issue 9)")
-			}
 			cmd := exec.Command(bin, name, "-h")
 			cmd.Dir = t.TempDir()
 			var stdout, stderr bytes.Buffer

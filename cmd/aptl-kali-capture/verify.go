@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,24 +21,24 @@ func (k *keyFiles) String() string     { return strings.Join(*k, ",") }
 func (k *keyFiles) Set(v string) error { *k = append(*k, v); return nil }
 
 func runVerify(args []string) int {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	e := newEnvFlags("verify")
+	fs := e.FlagSet
 	var keys keyFiles
 	fs.Var(&keys, "key", "trusted sidecar host key: a .pub file or a known_hosts file (repeatable, required)")
 	asJSON := fs.Bool("json", false, "print one JSON document (README.md, \"verify --json\")")
 	runDir := fs.String("run-dir", "", "a run folder: <root>/<run_id> as serve writes it, or a harvest (kali-side/ and mcp-side/), whose sessions are also reconciled with the tool server's tee")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: aptl-kali-capture verify --key HOST_KEY.pub [--json] (SESSION_DIR... | --run-dir RUN_DIR)")
-		fs.PrintDefaults()
+	e.SetSynopsis(progName + " verify --key HOST_KEY.pub [--json] (SESSION_DIR... | --run-dir RUN_DIR)")
+	e.SetEpilogue("A SESSION_DIR is the folder that holds pty/ (any name: the ids come from the signed record).\n" +
+		"Exit status: 0 every session ok, 1 something is wrong or unfinished, 2 a usage error.")
+	e.Operands(0, -1)
+	if err := e.Parse(args); err != nil {
+		return failUsage("verify", err)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if len(keys) == 0 {
+		return failUsage("verify", e.SettingError("key", "missing: the sidecar's host key (its .pub, or a known_hosts file) is what makes the records evidence"))
 	}
-	if len(keys) == 0 || (*runDir == "") == (fs.NArg() == 0) {
-		fs.Usage()
-		return exitUsage
+	if (*runDir == "") == (fs.NArg() == 0) {
+		return failUsage("verify", e.SettingError("run-dir", "give either session folders or --run-dir, not both and not neither"))
 	}
 	trusted, err := loadTrustedKeys(keys)
 	if err != nil {
