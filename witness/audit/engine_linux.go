@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
@@ -291,16 +294,21 @@ func (e *Engine) loop() {
 	e.deliver(asm.flush())
 }
 
-// parseDatagram adds the records of one datagram to the assembler.
+// parseDatagram adds the records of one datagram to the assembler. The
+// kernel sends one record a datagram and does not pad the last message to
+// the netlink alignment, which syscall.ParseNetlinkMessage requires, so
+// the messages are walked here, each bounded by the datagram.
 func parseDatagram(asm *assembler, data []byte, now time.Time) []*Event {
-	msgs, err := syscall.ParseNetlinkMessage(data)
-	if err != nil {
-		asm.malformed++
-		return nil
-	}
 	var done []*Event
-	for _, m := range msgs {
-		done = append(done, asm.add(m.Header.Type, string(m.Data), now)...)
+	for len(data) >= unix.NLMSG_HDRLEN {
+		n := int(binary.NativeEndian.Uint32(data[0:]))
+		typ := binary.NativeEndian.Uint16(data[4:])
+		if n < unix.NLMSG_HDRLEN || n > len(data) {
+			asm.malformed++
+			return done
+		}
+		done = append(done, asm.add(typ, string(data[unix.NLMSG_HDRLEN:n]), now)...)
+		data = data[min((n+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1), len(data)):]
 	}
 	return done
 }
