@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -250,6 +253,7 @@ func TestLiveSessionRecords(t *testing.T) {
 			t.Errorf("not auditd's log format: %q", line)
 		}
 	}
+	verifyDetectsTampering(t, sess.Dir(), signer)
 	ausearchFinds(t, filepath.Join(root, vocab.AuditRootDir, vocab.AuditLogFile), "aptl_exec", "/usr/bin/id")
 	ausearchFinds(t, files[0], "aptl_exec", "/usr/bin/id")
 
@@ -290,4 +294,63 @@ func ausearchFinds(t *testing.T, file, key, want string) {
 	if err != nil || !bytes.Contains(out, []byte(want)) {
 		t.Errorf("ausearch -if %s -k %s: %v:\n%s", file, key, err, out)
 	}
+}
+
+// verifyDetectsTampering requires the session to verify, with its audit
+// file vouched for, and each kind of damage to its audit files to be found.
+func verifyDetectsTampering(t *testing.T, dir string, signer gossh.Signer) {
+	t.Helper()
+	keys := examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}
+	rep := examine.VerifyKeys(dir, keys)
+	if !rep.OK() || rep.Audit == nil || rep.Audit.Files != 1 || rep.Audit.Records == 0 {
+		t.Fatalf("verify: ok=%v audit=%+v anomalies=%v", rep.OK(), rep.Audit, rep.Anomalies)
+	}
+	file := filepath.Join(vocab.AuditDir, FileName(1))
+	for _, c := range []struct {
+		name   string
+		damage func(dir string) error
+		want   string
+	}{
+		{"altered", func(d string) error { return flipByte(filepath.Join(d, file), 40) }, "(altered)"},
+		{"truncated", func(d string) error { return os.Truncate(filepath.Join(d, file), 10) }, "(truncated)"},
+		{"deleted", func(d string) error { return os.Remove(filepath.Join(d, file)) }, "missing"},
+		{"extra", func(d string) error {
+			return os.WriteFile(filepath.Join(d, vocab.AuditDir, FileName(2)), []byte("type=USER msg=audit(1.000:1): forged\n"), 0o600)
+		}, "extra"},
+	} {
+		// The copy keeps the run and session folder names the log names.
+		copyDir := filepath.Join(t.TempDir(), filepath.Base(filepath.Dir(dir)), filepath.Base(dir))
+		if err := os.MkdirAll(filepath.Dir(copyDir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("cp", "-a", dir, copyDir).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v: %s", err, out)
+		}
+		if err := c.damage(copyDir); err != nil {
+			t.Fatal(err)
+		}
+		rep := examine.VerifyKeys(copyDir, keys)
+		found := false
+		for _, a := range rep.Anomalies {
+			found = found || (strings.HasPrefix(a.File, vocab.AuditDir+"/") && strings.Contains(a.Msg, c.want))
+		}
+		if rep.OK() || !found {
+			t.Errorf("%s audit file: verify ok=%v, anomalies %v; want one saying %q", c.name, rep.OK(), rep.Anomalies, c.want)
+		}
+	}
+}
+
+func flipByte(path string, off int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return err
+	}
+	b[0] ^= 1
+	_, err = f.WriteAt(b, off)
+	return err
 }
