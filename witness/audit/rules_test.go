@@ -114,3 +114,14 @@ func FuzzParseRules(f *testing.F) {
 		}
 	})
 }
+
+// TestSampleRulesParse: the sample the README points to loads as written.
+func TestSampleRulesParse(t *testing.T) {
+	rs, err := ParseRulesFile("../../docs/audit-lab.rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.Rules) != 5 || rs.Backlog != 8192 || !rs.DeleteAll || rs.Rules[4].Watch != "/home/kali" {
+		t.Errorf("sample rules: %+v", rs)
+	}
+}
