@@ -103,7 +103,7 @@ func (c *capturingSource) Open(mkdir func() (*os.File, error), notify func()) (r
 // sessionProcess starts script in its own PID namespace, without
 // CAP_AUDIT_CONTROL (as the workload), after it set its loginuid to auid
 // (auid 0: left unset); it returns the ses the kernel gave it.
-func sessionProcess(t *testing.T, auid int, script string) (ses uint32, wait func()) {
+func sessionProcess(t testing.TB, auid int, script string) (ses uint32, wait func()) {
 	t.Helper()
 	sesFile := filepath.Join(t.TempDir(), "ses")
 	pre := ""
