@@ -209,4 +209,5 @@ func (w *witness) Close(emit recorder.Emit) (map[string]string, error) {
 	}
 	return a, nil
 }
+
 var _ recorder.AuditBinder = (*witness)(nil)
