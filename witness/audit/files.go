@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"hash"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 )
 
 // A session's audit files: audit-000001.log, audit-000002.log, ... in
@@ -37,34 +37,6 @@ const (
 	DefaultFiles    = 10
 )
 
-// fileRecord is what an audit-file record says of a finished file.
-type fileRecord struct {
-	name          string
-	records, size int64
-	sha256        string
-	first, last   time.Time
-	writeFailure  string
-}
-
-func (r fileRecord) attrs() map[string]string {
-	a := map[string]string{
-		vocab.AttrFile: r.name, vocab.AttrRecords: strconv.FormatInt(r.records, 10),
-		vocab.AttrBytes: strconv.FormatInt(r.size, 10), vocab.AttrSHA256: r.sha256,
-		vocab.AttrFirst: stamp(r.first), vocab.AttrLast: stamp(r.last),
-	}
-	if r.writeFailure != "" {
-		a["write_error"] = r.writeFailure
-	}
-	return a
-}
-
-func stamp(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
 // counted is a count of events not stored.
 type counted struct{ events, records int64 }
 
@@ -88,7 +60,7 @@ type fileSet struct {
 	limits   Limits
 	made     int
 	cur      *auditFile
-	finished []fileRecord // not yet emitted
+	finished []witnessfs.FileRecord // not yet emitted
 	// rotated counts events past limits.Files; failed those after a write
 	// error, which ends storing for the session.
 	rotated, failed counted
@@ -160,15 +132,15 @@ func (s *fileSet) finish() {
 		errs = append(errs, f.f.Sync())
 	}
 	errs = append(errs, f.f.Close(), s.err)
-	rec := fileRecord{name: f.name, records: f.records, size: f.size, sha256: hex.EncodeToString(f.sum.Sum(nil)), first: f.first, last: f.last}
+	rec := witnessfs.FileRecord{Name: f.name, CountAttr: vocab.AttrRecords, Count: f.records, Size: f.size, SHA256: hex.EncodeToString(f.sum.Sum(nil)), First: f.first, Last: f.last}
 	if err := errors.Join(errs...); err != nil {
 		s.err = err
-		rec.writeFailure = err.Error()
+		rec.WriteFailure = err.Error()
 	}
 	s.finished = append(s.finished, rec)
 }
 
-func (s *fileSet) takeFinished() []fileRecord {
+func (s *fileSet) takeFinished() []witnessfs.FileRecord {
 	r := s.finished
 	s.finished = nil
 	return r

@@ -157,14 +157,14 @@ func (w *witness) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 // emitPending emits the records of finished files and of gaps. Callers hold mu.
 func (w *witness) emitPending(emit recorder.Emit) error {
 	for _, r := range w.files.takeFinished() {
-		if err := emit(vocab.TypeAuditFile, r.attrs()); err != nil {
+		if err := emit(vocab.TypeAuditFile, r.Attrs()); err != nil {
 			return err
 		}
 	}
 	for len(w.gaps) > 0 {
 		g := w.gaps[0]
 		a := map[string]string{vocab.AttrReason: g.reason, vocab.AttrStream: vocab.StreamAudit,
-			vocab.AttrCount: strconv.FormatUint(g.count, 10), vocab.AttrFirst: stamp(g.at)}
+			vocab.AttrCount: strconv.FormatUint(g.count, 10), vocab.AttrFirst: witnessfs.Stamp(g.at)}
 		if err := emit(vocab.TypeGap, a); err != nil {
 			return err
 		}
