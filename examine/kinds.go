@@ -55,6 +55,8 @@ const (
 	KindRecoveryInvalid     Kind = "recovery-invalid"        // a recovery file that does not continue the chain or is not trusted
 	KindPcapMissing         Kind = "pcap-missing"            // a pcap file a signed record names is not there
 	KindPcapExtra           Kind = "pcap-extra"              // a pcap file no signed record names
+	KindAuditMissing        Kind = "audit-missing"           // an audit file a signed record names is not there
+	KindAuditExtra          Kind = "audit-extra"             // an audit file no signed record names
 	KindVerifierStopped     Kind = "verifier-stopped"        // malformed evidence stopped the verifier
 	// Run level (--run-dir) and the reconciliation with the tool server's tee.
 	KindNotASession       Kind = "not-a-session"       // an entry of the run folder that is not a session folder
@@ -73,7 +75,7 @@ var Kinds = []Kind{
 	KindHeaderMismatch, KindDataDigestMismatch, KindDataMisplaced, KindFileTruncated,
 	KindFileDigestMismatch, KindFileAppended, KindUnsignedTailTooLong, KindUnfinalized,
 	KindCloseUnsigned, KindCountMismatch, KindTimingMalformed, KindTimingTotals,
-	KindRecovered, KindRecoveryInvalid, KindPcapMissing, KindPcapExtra, KindVerifierStopped,
+	KindRecovered, KindRecoveryInvalid, KindPcapMissing, KindPcapExtra, KindAuditMissing, KindAuditExtra, KindVerifierStopped,
 	KindNotASession, KindNoSessions, KindRunMismatch, KindTeeWithoutSession,
 	KindTeeMalformed, KindTeeMismatch, KindNotReconciled,
 }

@@ -90,6 +90,9 @@ type Report struct {
 	// Pcap is the packet capture's state and files (pcap.go); nil when
 	// the session predates it.
 	Pcap *PcapReport `json:"pcap,omitempty"`
+	// Audit is the audit witness's state and files (audit.go); nil when
+	// the session has none.
+	Audit *AuditReport `json:"audit,omitempty"`
 	// ChainHead is the hash of the last record that chains, which a
 	// recovery record continues from; not part of the printed report.
 	ChainHead string `json:"-"`
@@ -105,7 +108,7 @@ type Gap struct {
 	Reason string `json:"reason"`
 	Stream string `json:"stream"`
 	Len    int64  `json:"len"`
-	Count  int64  `json:"count,omitempty"` // packets, for the pcap stream
+	Count  int64  `json:"count,omitempty"` // packets or audit events, for a witness's stream
 }
 
 // Totals are bytes per stream: recorded in the chain, and stored in the typescript.
@@ -173,9 +176,9 @@ type verifier struct {
 	// finding, not one per checkpoint.
 	untrustedSigners []string
 	untrustedCount   int
-	// pcap and pcapGaps collect the claims about pcap files (pcap.go).
-	pcap     pcapEvidence
-	pcapGaps []Gap
+	// witnesses collect the claims about each witness's files
+	// (witnessfiles.go): pcap, then audit.
+	witnesses []*witnessEvidence
 }
 
 // Verify checks the session in dir against keys the examiner trusts (the
@@ -205,7 +208,8 @@ func VerifyIn(dir string, pty *os.File, keys Keys) *Report {
 func verify(files sessionFiles, keys Keys, opts Options) (v *verifier) {
 	rep := &Report{Dir: files.dir, LastVerifiedSeq: -1, LastVerifiedOffset: -1, ChainedOffset: -1,
 		Gaps: []Gap{}, Notes: []Note{}, Anomalies: []Anomaly{}}
-	v = &verifier{rep: rep, keys: keys, opts: opts, files: files, closeSeq: -1}
+	v = &verifier{rep: rep, keys: keys, opts: opts, files: files, closeSeq: -1,
+		witnesses: []*witnessEvidence{{class: pcapClass}, {class: auditClass}}}
 	defer func() {
 		// A forged record must never take the verifier (and a whole run's
 		// report) down with it.
@@ -256,7 +260,10 @@ func verify(files sessionFiles, keys Keys, opts Options) (v *verifier) {
 		v.checkTimingFile(complete, scanLen)
 	}
 	v.checkEnd(nLines)
-	v.checkPcap()
+	for _, w := range v.witnesses {
+		w.check(v)
+	}
+	rep.Pcap, rep.Audit = pcapReport(v.witnesses[0]), auditReport(v.witnesses[1])
 	return v
 }
 
@@ -405,7 +412,9 @@ func (v *verifier) checkPlacement() {
 }
 
 func (v *verifier) checkRecord(r *integrity.Record, seq, off int64) bool {
-	v.notePcap(r, seq)
+	for _, w := range v.witnesses {
+		w.collect(v, r, seq)
+	}
 	switch r.Type {
 	case vocab.TypeOpen:
 		if seq != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/witness/audit"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )
 
@@ -58,6 +59,11 @@ type serveConfig struct {
 	// its rotation (--pcap-rotate-mb, --pcap-files).
 	pcap       bool
 	pcapLimits pcap.Limits
+	// auditRules is the lab's audit rules file, parsed (--audit-rules),
+	// nil unless the audit class is selected; auditLimits the rotation of
+	// the audit files (--audit-rotate-mb, --audit-files).
+	auditRules  *audit.RuleSet
+	auditLimits audit.Limits
 	// algorithms are the effective transport lists (--kex, --ciphers, --macs).
 	algorithms broker.Algorithms
 	// ptyEOF (--pty-eof) is what a client's EOF on a PTY session does.
@@ -332,19 +338,23 @@ func currentUserName() string {
 	return ""
 }
 
-// bindClassFlags defines what is recorded (--classes) and the pcap files'
-// rotation; the function it returns checks them and stores them in c.
+// bindClassFlags defines what is recorded (--classes), the pcap files'
+// rotation and the audit witness's rules and rotation; the function it
+// returns checks them and stores them in c.
 func bindClassFlags(e *cliconfig.Flags, c *serveConfig) func() error {
-	var classes string
-	var rotateMB int
-	e.String(&classes, "classes", "APTL_CAPTURE_CLASSES", vocab.ClassPTY+","+vocab.ClassPcap, "what is recorded: pty (always) and pcap (the session's packets, in <session>/pcap/)")
+	var classes, auditRules string
+	var rotateMB, auditMB int
+	e.String(&classes, "classes", "APTL_CAPTURE_CLASSES", vocab.ClassPTY+","+vocab.ClassPcap, "what is recorded: pty (always), pcap (the session's packets, in <session>/pcap/) and audit (the session's kernel audit records, in <session>/audit/; needs --audit-rules)")
 	e.Int(&rotateMB, "pcap-rotate-mb", "APTL_CAPTURE_PCAP_ROTATE_MB", pcap.DefaultRotateMB, "size of one pcap file, in MiB, before the next one starts")
 	e.Int(&c.pcapLimits.Files, "pcap-files", "APTL_CAPTURE_PCAP_FILES", pcap.DefaultFiles, "pcap files a session keeps; past them packets are counted in a gap record, not stored")
+	e.String(&auditRules, "audit-rules", "APTL_CAPTURE_AUDIT_RULES", "", "the lab's audit rules file (auditctl syntax, the subset in README.md), for the audit class")
+	e.Int(&auditMB, "audit-rotate-mb", "APTL_CAPTURE_AUDIT_ROTATE_MB", audit.DefaultRotateMB, "size of one audit file (a session's, and _audit/audit.log), in MiB, before the next one starts")
+	e.Int(&c.auditLimits.Files, "audit-files", "APTL_CAPTURE_AUDIT_FILES", audit.DefaultFiles, "audit files a session keeps (past them events are counted in a gap record), and rotated _audit/audit.log files kept")
 	return func() error {
 		seen := map[string]bool{}
 		for _, cl := range splitList(classes) {
-			if cl != vocab.ClassPTY && cl != vocab.ClassPcap {
-				return e.SettingError("classes", "unknown class %q (want pty and optionally pcap)", cl)
+			if cl != vocab.ClassPTY && cl != vocab.ClassPcap && cl != vocab.ClassAudit {
+				return e.SettingError("classes", "unknown class %q (want pty and optionally pcap and audit)", cl)
 			}
 			seen[cl] = true
 		}
@@ -356,6 +366,36 @@ func bindClassFlags(e *cliconfig.Flags, c *serveConfig) func() error {
 			return err
 		}
 		c.pcapLimits.RotateBytes = int64(rotateMB) << 20
-		return cliconfig.CheckRange(e, "pcap-files", c.pcapLimits.Files, 1, 100000)
+		if err := cliconfig.CheckRange(e, "pcap-files", c.pcapLimits.Files, 1, 100000); err != nil {
+			return err
+		}
+		return applyAuditFlags(e, c, seen[vocab.ClassAudit], auditRules, auditMB)
 	}
+}
+
+// applyAuditFlags checks the audit settings and reads the rules file, so
+// a rule the witness does not support stops the server at start with its
+// file and line.
+func applyAuditFlags(e *cliconfig.Flags, c *serveConfig, selected bool, rules string, rotateMB int) error {
+	switch {
+	case selected && rules == "":
+		return e.SettingError("audit-rules", "the audit class needs a rules file")
+	case !selected && rules != "":
+		return e.SettingError("audit-rules", "is set, but the audit class is not selected (--classes)")
+	case !selected:
+		return nil
+	}
+	if err := cliconfig.CheckRange(e, "audit-rotate-mb", rotateMB, 1, 1<<20); err != nil {
+		return err
+	}
+	c.auditLimits.RotateBytes = int64(rotateMB) << 20
+	if err := cliconfig.CheckRange(e, "audit-files", c.auditLimits.Files, 1, 100000); err != nil {
+		return err
+	}
+	rs, err := audit.ParseRulesFile(rules)
+	if err != nil {
+		return e.SettingError("audit-rules", "%v", err)
+	}
+	c.auditRules = rs
+	return nil
 }

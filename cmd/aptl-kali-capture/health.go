@@ -32,12 +32,23 @@ func runHealth(args []string) int {
 	if err := e.Parse(args); err != nil {
 		return failUsage("health", err)
 	}
-	if err := checkHealth(resolveReadyFile(readyFile, stateDir), listen); err != nil {
+	path := resolveReadyFile(readyFile, stateDir)
+	if err := checkHealth(path, listen); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture health: %v\n", err)
 		return exitFailure
 	}
-	// pcap is reported, never required: capture is no login precondition.
-	fmt.Printf("healthy pcap=%s\n", readinessValue(readyFile, "pcap"))
+	// The witnesses are reported, never required: capture is no login
+	// precondition.
+	line := "healthy"
+	for _, k := range []string{"pcap", "auditd", "procacct"} {
+		line += " " + k + "=" + readinessValue(path, k)
+	}
+	for _, k := range []string{"audit_sessions", "audit_events", "audit_lost", "audit_overruns"} {
+		if v := readinessValue(path, k); v != "unknown" {
+			line += " " + k + "=" + v
+		}
+	}
+	fmt.Println(line)
 	return exitOK
 }
 

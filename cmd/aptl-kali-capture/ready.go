@@ -14,6 +14,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/launch/local"
+	"github.com/aptl/aptl-kali-capture/witness/audit"
 )
 
 // readyFileName is the readiness file's name in the state directory, its
@@ -39,18 +40,28 @@ const (
 	stateDisabled = "disabled"
 )
 
+// witnessStates are the witnesses' readiness: ok, degraded (the engine
+// could not start) or disabled (--classes). procacct is derived from the
+// audit witness's records, so it shares its state.
+type witnessStates struct {
+	pcap, audit string
+	auditEngine *audit.Engine // nil unless audit is ok; its counts go to the file
+}
+
 // readiness maintains the readiness file: key=value lines saying when the
 // sidecar became ready and the state of each capability.
 type readiness struct {
-	path    string
-	adapter string
-	pcap    string // ok, degraded (no CAP_NET_RAW) or disabled (--classes)
+	path      string
+	adapter   string
+	witnesses witnessStates
 	// listen is the address the server listens on; with pid, it lets
 	// health check that the file is this instance's and that it still runs.
 	listen  string
 	log     *slog.Logger
 	readyAt time.Time
-	launch  string // the state last written; owned by the goroutine that writes
+	mu      sync.Mutex // serializes writes: the launch watcher and the audit counts
+	launch  string     // the state last written
+	counts  string     // the audit counts last written
 }
 
 func newReadiness(path, adapter, listen string, log *slog.Logger) *readiness {
@@ -59,14 +70,44 @@ func newReadiness(path, adapter, listen string, log *slog.Logger) *readiness {
 
 // set writes the file when the launch state changes.
 func (r *readiness) set(launchState string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if launchState == r.launch {
 		return
 	}
 	r.launch = launchState
 	r.log.Info("readiness", "launch", launchState, "adapter", r.adapter)
-	body := fmt.Sprintf("ready_at=%s\nlisten=%s\nlisten_addr=%s\npid=%d\npty=%s\npcap=%s\nlaunch=%s\nadapter=%s\n",
-		r.readyAt.Format(time.RFC3339Nano), stateOK, r.listen, os.Getpid(), stateOK, r.pcap, launchState, r.adapter)
-	writeReadyFile(r.path, body, r.log)
+	r.writeLocked()
+}
+
+// refreshCounts rewrites the file when the audit counts changed.
+func (r *readiness) refreshCounts() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.launch == "" || r.auditCounts() == r.counts {
+		return
+	}
+	r.writeLocked()
+}
+
+// auditCounts are the audit witness's counts as readiness lines.
+func (r *readiness) auditCounts() string {
+	eng := r.witnesses.auditEngine
+	if eng == nil {
+		return ""
+	}
+	st := eng.Stats()
+	return fmt.Sprintf("audit_rules=%d\naudit_sessions=%d\naudit_events=%d\naudit_lost=%d\naudit_overruns=%d\naudit_unattributed=%d\n",
+		st.Rules, st.Sessions, st.Events, st.Lost, st.Overruns, st.Unattributed)
+}
+
+// writeLocked writes the file. Callers hold mu.
+func (r *readiness) writeLocked() {
+	r.counts = r.auditCounts()
+	w := r.witnesses
+	body := fmt.Sprintf("ready_at=%s\nlisten=%s\nlisten_addr=%s\npid=%d\npty=%s\npcap=%s\nauditd=%s\nprocacct=%s\nlaunch=%s\nadapter=%s\n",
+		r.readyAt.Format(time.RFC3339Nano), stateOK, r.listen, os.Getpid(), stateOK, w.pcap, w.audit, w.audit, r.launch, r.adapter)
+	writeReadyFile(r.path, body+r.counts, r.log)
 }
 
 // Listen states in the readiness file: ok once the SSH listener is open,
@@ -146,26 +187,44 @@ func (r *readiness) watchLaunch(ctx context.Context, p prober, every time.Durati
 // startReadiness writes the readiness file and, for the agent adapter,
 // keeps it current. The returned function stops that and withdraws it; it
 // may be called more than once (at the signal, and deferred).
-func startReadiness(cfg *serveConfig, listen string, probe prober, pcapState string, log *slog.Logger) (stop func()) {
+func startReadiness(cfg *serveConfig, listen string, probe prober, ws witnessStates, log *slog.Logger) (stop func()) {
 	ready := newReadiness(resolveReadyFile(cfg.readyFile, cfg.stateDir), cfg.launch, listen, log)
-	ready.pcap = pcapState
+	ready.witnesses = ws
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
 	if probe == nil {
 		ready.set(stateOK)
-		return sync.OnceFunc(ready.remove)
+	} else {
+		// The workload may start after the sidecar: serve anyway, degraded,
+		// and refuse sessions (with a record) until the agent answers.
+		wg.Go(func() { ready.watchLaunch(ctx, probe, cfg.agentProbe) })
 	}
-	// The workload may start after the sidecar: serve anyway, degraded, and
-	// refuse sessions (with a record) until the agent answers.
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ready.watchLaunch(ctx, probe, cfg.agentProbe)
-	}()
+	if ws.auditEngine != nil {
+		wg.Go(func() { ready.watchCounts(ctx, countsInterval) })
+	}
 	return sync.OnceFunc(func() {
 		cancel()
-		<-done
+		wg.Wait()
 		ready.remove()
 	})
+}
+
+// countsInterval is how often the audit counts in the readiness file are
+// brought up to date.
+const countsInterval = 5 * time.Second
+
+// watchCounts keeps the audit counts current until ctx ends.
+func (r *readiness) watchCounts(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.refreshCounts()
+		}
+	}
 }
 
 // newLauncher builds the configured adapter; the agent's also gets a

@@ -20,6 +20,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/witness/audit"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )
 
@@ -92,6 +93,10 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if cfg.pcap {
 		pcapSource = pcap.NewSource(cfg.pcapLimits, log, "the capture engine has not started")
 	}
+	var auditSource *audit.Source
+	if cfg.auditRules != nil {
+		auditSource = audit.NewSource(cfg.auditLimits, log, "the audit witness has not started")
+	}
 	userExists := localUserCheck(launcher, cfg.users, log)
 	srv, err := broker.New(broker.Config{
 		HostKey:            hostKey,
@@ -106,7 +111,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		Sync:               cfg.sync,
 		MaxTranscriptBytes: cfg.maxTranscript,
 		Algorithms:         cfg.algorithms,
-		Witnesses:          witnesses(pcapSource),
+		Witnesses:          witnesses(pcapSource, auditSource),
 		Version:            buildVersion(),
 		PTYEOF:             cfg.ptyEOF,
 		ClientAlive:        cfg.clientAlive,
@@ -126,7 +131,9 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	}
 	pcapState, stopPcap := startPcap(pcapSource, ln.Addr(), log)
 	defer stopPcap()
-	withdraw := startReadiness(cfg, ln.Addr().String(), probe, pcapState, log)
+	auditState, auditEngine, stopAudit := startAudit(auditSource, cfg, log)
+	defer stopAudit()
+	withdraw := startReadiness(cfg, ln.Addr().String(), probe, witnessStates{pcap: pcapState, audit: auditState, auditEngine: auditEngine}, log)
 	defer withdraw()
 	defer startRecovery(pending, hostKey, log)()
 	warnDevClientKey(log, ln.Addr(), clientKey)
@@ -268,11 +275,15 @@ func printNewcomerHelp(out io.Writer, cfg *serveConfig, addr net.Addr, hostKey g
 }
 
 // witnesses lists the selected witness classes for the broker.
-func witnesses(pcapSource *pcap.Source) []recorder.WitnessSource {
-	if pcapSource == nil {
-		return nil
+func witnesses(pcapSource *pcap.Source, auditSource *audit.Source) []recorder.WitnessSource {
+	var ws []recorder.WitnessSource
+	if pcapSource != nil {
+		ws = append(ws, pcapSource)
 	}
-	return []recorder.WitnessSource{pcapSource}
+	if auditSource != nil {
+		ws = append(ws, auditSource)
+	}
+	return ws
 }
 
 // startPcap starts the capture engine once the listener's port is known

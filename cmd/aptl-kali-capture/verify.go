@@ -195,9 +195,16 @@ func printReport(w io.Writer, rep *examine.Report) {
 	if p := rep.Pcap; p != nil {
 		printLine(w, "     pcap: %s%s, %d files, %d packets verified", p.State, reasonSuffix(p.Reason), p.Files, p.Packets)
 	}
+	if a := rep.Audit; a != nil {
+		printLine(w, "     audit: %s%s, %d files, %d records verified", a.State, reasonSuffix(a.Reason), a.Files, a.Records)
+	}
 	for _, g := range rep.Gaps {
-		if g.Stream == vocab.StreamPcap {
+		switch g.Stream {
+		case vocab.StreamPcap:
 			printLine(w, "     gap: record %d, %d packets of the pcap capture: %s", g.Seq, g.Count, g.Reason)
+			continue
+		case vocab.StreamAudit:
+			printLine(w, "     gap: record %d, %d audit records or events: %s", g.Seq, g.Count, g.Reason)
 			continue
 		}
 		printLine(w, "     gap: record %d, %d bytes of stream %s: %s", g.Seq, g.Len, g.Stream, g.Reason)

@@ -39,7 +39,7 @@ const (
 var RecordTypes = []string{
 	TypeOpen, TypeData, TypeRequest, TypeResize, TypeAnnotate,
 	TypeEventsDropped, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
-	TypePcapFile,
+	TypePcapFile, TypeAuditFile,
 }
 
 // Streams of data records: what the client sent, what the session printed
@@ -203,4 +203,55 @@ const (
 	GapPcapWriteFailed = "pcap-write-failed"   // a pcap file write failed; later packets not stored
 	GapPcapLinkType    = "pcap-link-type"      // packets of an interface whose link type is not written
 	GapPcapQueueFull   = "pcap-queue-full"     // the session's pcap writer fell behind the capture; packets not stored
+)
+
+// The audit witness (witness/audit): <session>/audit/ holds the session's
+// audit records in auditd's log format, in files bound into the session's
+// chain like the pcap files; <root>/_audit/ and <root>/_proc-acct/ hold
+// the records and process lifetimes of every lab session for the harvest.
+const (
+	ClassAudit = "audit"
+
+	AuditDir     = "audit"
+	AuditRootDir = "_audit"
+	AuditLogFile = "audit.log"
+	ProcAcctDir  = "_proc-acct"
+	ProcAcctFile = "proc-acct.log"
+	// TypeAuditFile is the record of one finished audit file; it carries
+	// AttrFile, AttrRecords, AttrBytes, AttrSHA256, AttrFirst and AttrLast.
+	TypeAuditFile = "audit-file"
+	AttrRecords   = "records"
+
+	// AttrAudit is the open record's audit state (AuditOn,
+	// AuditUnavailable, AuditDisabled); AttrAuditReason says why it is not on.
+	AttrAudit       = "audit"
+	AttrAuditReason = "audit_reason"
+	// Checkpoint attributes: the current file, its size and running digest.
+	AttrAuditFile   = "audit_file"
+	AttrAuditSize   = "audit_size"
+	AttrAuditSHA256 = "audit_sha256"
+	// Close record attributes: the session's audit session id (absent
+	// when none was bound) and totals.
+	AttrAuditSes     = "audit_ses"
+	AttrAuditEvents  = "audit_events"
+	AttrAuditRecords = "audit_records"
+	AttrAuditFiles   = "audit_files"
+	AttrAuditLost    = "audit_lost"
+	// StreamAudit is the stream of the audit witness's gap records.
+	StreamAudit = "audit"
+)
+
+// States of the audit witness in the open record.
+const (
+	AuditOn          = "on"
+	AuditUnavailable = "unavailable"
+	AuditDisabled    = "disabled"
+)
+
+// Reasons of the audit witness's gap records.
+const (
+	GapAuditLost        = "audit-lost"           // the kernel's lost counter rose during the window
+	GapAuditOverrun     = "audit-overrun"        // the witness's multicast buffer overflowed
+	GapAuditRotation    = "audit-rotation-limit" // records past the file limit, not stored
+	GapAuditWriteFailed = "audit-write-failed"   // an audit file write failed; later records not stored
 )

@@ -17,6 +17,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 )
 
 // A session's pcap files: capture-000001.pcapng, capture-000002.pcapng, ...
@@ -60,36 +61,6 @@ type packet struct {
 	length   int    // the frame's length on the wire
 }
 
-// fileRecord is what a pcap-file record says of a finished file.
-type fileRecord struct {
-	name         string
-	packets      int64
-	size         int64
-	sha256       string
-	first, last  time.Time
-	writeFailure string
-}
-
-func (r fileRecord) attrs() map[string]string {
-	a := map[string]string{
-		vocab.AttrFile: r.name, vocab.AttrPackets: strconv.FormatInt(r.packets, 10),
-		vocab.AttrBytes: strconv.FormatInt(r.size, 10), vocab.AttrSHA256: r.sha256,
-		vocab.AttrFirst: stamp(r.first), vocab.AttrLast: stamp(r.last),
-	}
-	if r.writeFailure != "" {
-		a["write_error"] = r.writeFailure
-	}
-	return a
-}
-
-// stamp formats a packet time for a record; "" when there was none.
-func stamp(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
 // counted is a count of packets not stored, and when they were seen.
 type counted struct {
 	packets, bytes int64
@@ -109,7 +80,7 @@ func (c *counted) gapAttrs(reason string) map[string]string {
 	return map[string]string{
 		vocab.AttrReason: reason, vocab.AttrStream: vocab.StreamPcap,
 		vocab.AttrCount: strconv.FormatInt(c.packets, 10), vocab.AttrBytes: strconv.FormatInt(c.bytes, 10),
-		vocab.AttrFirst: stamp(c.first), vocab.AttrLast: stamp(c.last),
+		vocab.AttrFirst: witnessfs.Stamp(c.first), vocab.AttrLast: witnessfs.Stamp(c.last),
 	}
 }
 
@@ -148,7 +119,7 @@ type fileSet struct {
 	limits   Limits
 	made     int
 	cur      *pcapFile
-	finished []fileRecord // not yet emitted
+	finished []witnessfs.FileRecord // not yet emitted
 	// rotated counts packets past limits.Files; failed those after a
 	// write error, which ends storing for the session.
 	rotated, failed counted
@@ -301,19 +272,19 @@ func (s *fileSet) finish() {
 	}
 	errs = append(errs, f.f.Close())
 	err := errors.Join(errs...)
-	rec := fileRecord{name: f.name, packets: f.packets, size: f.dig.size, sha256: hex.EncodeToString(f.dig.sum.Sum(nil)), first: f.first, last: f.last}
+	rec := witnessfs.FileRecord{Name: f.name, CountAttr: vocab.AttrPackets, Count: f.packets, Size: f.dig.size, SHA256: hex.EncodeToString(f.dig.sum.Sum(nil)), First: f.first, Last: f.last}
 	if s.err != nil {
 		err = errors.Join(s.err, err)
 	}
 	if err != nil {
 		s.err = err
-		rec.writeFailure = err.Error()
+		rec.WriteFailure = err.Error()
 	}
 	s.finished = append(s.finished, rec)
 }
 
 // takeFinished returns the records of the files finished since the last call.
-func (s *fileSet) takeFinished() []fileRecord {
+func (s *fileSet) takeFinished() []witnessfs.FileRecord {
 	r := s.finished
 	s.finished = nil
 	return r

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -61,7 +62,7 @@ func (s *Source) Open(mkdir func() (*os.File, error), notify func()) (recorder.W
 		s.log.Warn("pcap: session folder", "err", err.Error())
 		return nil, map[string]string{vocab.AttrPcap: vocab.PcapUnavailable, vocab.AttrPcapReason: err.Error()}
 	}
-	files := &fileSet{limits: s.limits, create: func(name string) (*os.File, error) { return createIn(dir, name) }}
+	files := &fileSet{limits: s.limits, create: func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }}
 	t := newTap(eng, files, notify)
 	return &closingTap{tap: t, dir: dir}, map[string]string{vocab.AttrPcap: vocab.PcapOn}
 }

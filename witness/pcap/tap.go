@@ -124,7 +124,7 @@ func (t *tap) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 
 func (t *tap) emitFinished(emit recorder.Emit) error {
 	for _, r := range t.files.takeFinished() {
-		if err := emit(vocab.TypePcapFile, r.attrs()); err != nil {
+		if err := emit(vocab.TypePcapFile, r.Attrs()); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,5 @@
-package pcap
+// Package witnessfs makes the files of a witness in its folder of a session.
+package witnessfs
 
 import (
 	"errors"
@@ -8,9 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// createIn makes name in dir, 0600; it must not exist, and no symlink is
+// CreateIn makes name in dir, 0600; it must not exist, and no symlink is
 // followed (a planted one is refused).
-func createIn(dir *os.File, name string) (*os.File, error) {
+func CreateIn(dir *os.File, name string) (*os.File, error) {
 	for {
 		fd, err := unix.Openat(int(dir.Fd()), name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if errors.Is(err, unix.EINTR) {

@@ -1,0 +1,46 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+)
+
+func TestParseServeConfigAudit(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "lab.rules")
+	bad := filepath.Join(dir, "bad.rules")
+	os.WriteFile(good, []byte("-a always,exit -F arch=b64 -S execve -k aptl_exec\n"), 0o600)
+	os.WriteFile(bad, []byte("# ok\n-a always,exit -F arch=b64 -S nosuchcall\n"), 0o600)
+
+	c, err := parseServeConfig(nil, cliconfig.MapLookup(map[string]string{"APTL_CAPTURE_CLASSES": "pty,audit", "APTL_CAPTURE_AUDIT_RULES": good}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.auditRules == nil || len(c.auditRules.Rules) != 1 || c.auditLimits.RotateBytes != 100<<20 || c.auditLimits.Files != 10 {
+		t.Errorf("audit settings: rules %+v limits %+v", c.auditRules, c.auditLimits)
+	}
+	if c, err := parseServeConfig(nil, cliconfig.MapLookup(nil)); err != nil || c.auditRules != nil {
+		t.Errorf("default: audit rules %+v, %v; want none (audit not in the default classes)", c.auditRules, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--classes", "pty,audit"}, "--audit-rules / APTL_CAPTURE_AUDIT_RULES: the audit class needs a rules file"},
+		{[]string{"--audit-rules", good}, "the audit class is not selected"},
+		{[]string{"--classes", "pty,audit", "--audit-rules", bad}, bad + ":2: -S nosuchcall"},
+		{[]string{"--classes", "pty,audit", "--audit-rules", filepath.Join(dir, "missing")}, "no such file"},
+		{[]string{"--classes", "pty,audit", "--audit-rules", good, "--audit-files", "0"}, "--audit-files"},
+	} {
+		_, err := parseServeConfig(tc.args, cliconfig.MapLookup(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,474 @@
+package audit
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+)
+
+// The engine: one control socket that loads the rules and polls the
+// kernel's status, and one multicast socket on which every record arrives.
+// One goroutine reads, assembles events and hands each to the witnesses
+// of its audit session.
+//
+// Scope, chosen here: every rule is loaded once, with the condition
+// "loginuid is set" (ruledata.go, scopeField), and events are demultiplexed
+// in user space by ses to the sessions the broker bound. The alternative,
+// one set of rules per session with -F ses=N, would miss every event before
+// the rules are in: the launch agent's process sets its loginuid and execs
+// the shell before the sidecar learns the ses, so the shell's own exec (and
+// anything a one-shot command does at once) would never be recorded. With
+// one scoped set, such events wait in a bounded pending queue (per ses,
+// pendingTTL, maxPendingEvents) until the ses is bound. The cost: processes
+// of the host that have a loginuid (a real login on the host) also produce
+// records, which the engine discards unread; daemons and container
+// processes, whose loginuid is unset, produce none.
+
+// Bounds of the pending queue of events whose ses is not bound yet.
+const (
+	pendingTTL         = 10 * time.Second
+	maxPendingSessions = 256
+	maxPendingEvents   = 1024
+	// maxKnownSessions bounds the set of bound sessions remembered after
+	// they close (their lingering processes still go to _audit/).
+	maxKnownSessions = 1 << 16
+	// pollEvery is the longest wait for records, so the loop notices stop
+	// and completes lingering events; statusEvery is how often the
+	// kernel's lost counter is read.
+	pollEvery   = 50 * time.Millisecond
+	statusEvery = time.Second
+	readBuffer  = 1 << 16
+)
+
+// Config configures the engine.
+type Config struct {
+	Root   string // the capture root: _audit/ and _proc-acct/ are made in it
+	Rules  *RuleSet
+	Limits Limits // rotation of _audit/audit.log and _proc-acct/proc-acct.log
+	Log    *slog.Logger
+}
+
+// Stats are the engine's counts, for health and the log.
+type Stats struct {
+	Rules        int    // rules the engine loaded
+	Sessions     int    // audit sessions bound
+	Events       uint64 // events of bound sessions written
+	Unattributed uint64 // events of sessions never bound, discarded
+	Lost         uint64 // the kernel's lost counter's rise since start
+	Overruns     uint64 // multicast buffer overflows
+}
+
+// Engine is the audit witness's engine, shared by every session.
+type Engine struct {
+	ctl   *control
+	mc    *multicast
+	log   *slog.Logger
+	added []ruleData // the rules this engine added, to remove at stop
+	undo  func()     // restores what start changed in the kernel's status
+
+	mu       sync.Mutex // protects what follows
+	bound    map[uint32][]*witness
+	known    map[uint32]bool
+	pending  map[uint32][]*Event
+	pendAt   map[uint32]time.Time
+	open     map[*witness]bool // started and not closed: they get every gap
+	auditLog *rootLog
+	procLog  *rootLog
+	acct     *procAcct
+	gapsLog  *rootLog
+	stats    Stats
+	idleAt   time.Time // the last time the socket was found empty
+
+	lostAt uint32
+	stop   atomic.Bool
+	done   chan struct{}
+}
+
+// Start loads the rules and starts reading. It needs CAP_AUDIT_CONTROL
+// (rules) and CAP_AUDIT_READ (the multicast group); without them it
+// returns an error and loads nothing.
+func Start(cfg Config) (_ *Engine, err error) {
+	ctl, err := openControl()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{ctl: ctl, log: cfg.Log, bound: map[uint32][]*witness{}, known: map[uint32]bool{},
+		pending: map[uint32][]*Event{}, pendAt: map[uint32]time.Time{}, open: map[*witness]bool{},
+		acct: newProcAcct(), done: make(chan struct{}), undo: func() {}}
+	// On failure, undo in reverse: whatever was added is removed.
+	defer func() {
+		if err != nil {
+			e.release()
+		}
+	}()
+	st, err := ctl.status()
+	if err != nil {
+		return nil, fmt.Errorf("audit: read the kernel's audit status: %w", err)
+	}
+	if st.Enabled == 2 {
+		return nil, errors.New("audit: the kernel's audit configuration is locked (enabled=2); rules cannot be loaded")
+	}
+	if e.mc, err = openMulticast(); err != nil {
+		return nil, err
+	}
+	if err := e.prepareKernel(st, cfg.Rules.Backlog); err != nil {
+		return nil, err
+	}
+	rules := append(append([]Rule(nil), cfg.Rules.Rules...), procacctRules()...)
+	if err := e.loadRules(rules); err != nil {
+		return nil, err
+	}
+	if err := e.openFiles(cfg); err != nil {
+		return nil, err
+	}
+	if st, err = ctl.status(); err == nil {
+		e.lostAt = st.Lost
+	}
+	e.stats.Rules = len(e.added)
+	go e.loop()
+	return e, nil
+}
+
+// prepareKernel enables auditing if it is off (syscall records need it;
+// the daemon pid is never set) and raises the backlog limit to the rules
+// file's -b. Both are restored at stop if nobody changed them meanwhile.
+func (e *Engine) prepareKernel(st status, backlog uint32) error {
+	var undo []func()
+	if st.Enabled == 0 {
+		if err := e.ctl.set(statusEnabled, 1, 0); err != nil {
+			return fmt.Errorf("audit: enable auditing: %w", err)
+		}
+		e.log.Warn("audit: the kernel's auditing was off; the witness enabled it and turns it off at stop when no other rules remain")
+		undo = append(undo, e.disableIfUnused)
+	}
+	if backlog > st.BacklogLimit {
+		if err := e.ctl.set(statusBacklog, 0, backlog); err != nil {
+			return fmt.Errorf("audit: raise the backlog limit to %d: %w", backlog, err)
+		}
+		was := st.BacklogLimit
+		undo = append(undo, func() {
+			if now, err := e.ctl.status(); err == nil && now.BacklogLimit == backlog {
+				e.ctl.set(statusBacklog, 0, was)
+			}
+		})
+	}
+	e.undo = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	return nil
+}
+
+// disableIfUnused turns auditing off again unless some rule remains (a
+// host auditd's, or another witness's, which still needs it).
+func (e *Engine) disableIfUnused() {
+	rules, err := e.ctl.listRules()
+	if err != nil || len(rules) > 0 {
+		return
+	}
+	if st, err := e.ctl.status(); err == nil && st.Enabled == 1 && st.PID == 0 {
+		e.ctl.set(statusEnabled, 0, 0)
+	}
+}
+
+// loadRules adds each rule. A rule the kernel already has (EEXIST) is
+// someone else's: it is used, not owned, and not removed at stop.
+func (e *Engine) loadRules(rules []Rule) error {
+	for _, r := range rules {
+		if r.Watch != "" {
+			if fi, err := os.Stat(r.Watch); err == nil && fi.IsDir() {
+				r.WatchDir = true
+			}
+			e.log.Warn("audit: a watch resolves in the sidecar's mount namespace, not the workload's", "rule", r.Where, "path", r.Watch)
+		}
+		d := r.kernelForm()
+		err := e.ctl.addRule(d)
+		if errors.Is(err, syscall.EEXIST) {
+			e.log.Info("audit: rule already loaded by someone else; left in place at stop", "rule", r.Where)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("audit: load the rule of %s: %w", r.Where, err)
+		}
+		e.added = append(e.added, d)
+	}
+	return nil
+}
+
+func (e *Engine) openFiles(cfg Config) error {
+	var err error
+	if e.auditLog, err = openRootLog(cfg.Root, vocab.AuditRootDir, vocab.AuditLogFile, cfg.Limits); err != nil {
+		return err
+	}
+	if e.gapsLog, err = openRootLog(cfg.Root, vocab.AuditRootDir, "gaps.log", cfg.Limits); err != nil {
+		return err
+	}
+	e.procLog, err = openRootLog(cfg.Root, vocab.ProcAcctDir, vocab.ProcAcctFile, cfg.Limits)
+	return err
+}
+
+// Close stops reading, removes the rules the engine added (only those),
+// writes the lines of processes still followed and closes the files.
+func (e *Engine) Close() error {
+	if e.stop.Swap(true) {
+		return nil
+	}
+	<-e.done
+	return e.release()
+}
+
+func (e *Engine) release() error {
+	var errs []error
+	for _, d := range e.added {
+		if err := e.ctl.delRule(d); err != nil {
+			errs = append(errs, fmt.Errorf("audit: remove a rule it added: %w", err))
+		}
+	}
+	e.added = nil
+	e.undo()
+	e.mu.Lock()
+	if e.procLog != nil {
+		errs = append(errs, e.procLog.write(e.acct.end()))
+	}
+	for _, l := range []*rootLog{e.auditLog, e.procLog, e.gapsLog} {
+		if l != nil {
+			errs = append(errs, l.sync(), l.close())
+		}
+	}
+	e.mu.Unlock()
+	if e.mc != nil {
+		errs = append(errs, e.mc.Close())
+	}
+	errs = append(errs, e.ctl.Close())
+	return errors.Join(errs...)
+}
+
+// Stats returns the engine's counts.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.stats
+	s.Sessions = len(e.known)
+	return s
+}
+
+func (e *Engine) loop() {
+	defer close(e.done)
+	asm := newAssembler()
+	buf := make([]byte, readBuffer)
+	nextStatus := time.Now().Add(statusEvery)
+	for !e.stop.Load() {
+		data, err := e.mc.read(buf, pollEvery)
+		now := time.Now()
+		switch {
+		case errors.Is(err, errOverrun):
+			e.gap(vocab.GapAuditOverrun, 1, now)
+		case err != nil:
+			e.log.Warn("audit: read records", "err", err.Error())
+			time.Sleep(pollEvery)
+		case data == nil:
+			e.deliver(asm.expire(now))
+			e.mu.Lock()
+			e.idleAt = now
+			e.mu.Unlock()
+		default:
+			e.deliver(parseDatagram(asm, data, now))
+		}
+		if now.After(nextStatus) {
+			nextStatus = now.Add(statusEvery)
+			e.pollLost(now)
+		}
+	}
+	e.deliver(asm.flush())
+}
+
+// parseDatagram adds the records of one datagram to the assembler. The
+// kernel sends one record a datagram and does not pad the last message to
+// the netlink alignment, which syscall.ParseNetlinkMessage requires, so
+// the messages are walked here, each bounded by the datagram.
+func parseDatagram(asm *assembler, data []byte, now time.Time) []*Event {
+	var done []*Event
+	for len(data) >= unix.NLMSG_HDRLEN {
+		n := int(binary.NativeEndian.Uint32(data[0:]))
+		typ := binary.NativeEndian.Uint16(data[4:])
+		if n < unix.NLMSG_HDRLEN || n > len(data) {
+			asm.malformed++
+			return done
+		}
+		done = append(done, asm.add(typ, string(data[unix.NLMSG_HDRLEN:n]), now)...)
+		data = data[min((n+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1), len(data)):]
+	}
+	return done
+}
+
+// pollLost states a rise of the kernel's lost counter as a gap of every
+// open session: any lost record may have been one of theirs.
+func (e *Engine) pollLost(now time.Time) {
+	st, err := e.ctl.status()
+	if err != nil {
+		e.log.Warn("audit: read the kernel's audit status", "err", err.Error())
+		return
+	}
+	if rise := st.Lost - e.lostAt; rise > 0 {
+		e.lostAt = st.Lost
+		e.gap(vocab.GapAuditLost, uint64(rise), now)
+	}
+	e.expirePending(now)
+}
+
+func (e *Engine) gap(reason string, n uint64, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if reason == vocab.GapAuditLost {
+		e.stats.Lost += n
+	} else {
+		e.stats.Overruns += n
+	}
+	line := fmt.Sprintf("time=%s reason=%s count=%d\n", now.UTC().Format(time.RFC3339Nano), reason, n)
+	if err := e.gapsLog.write([]byte(line)); err != nil {
+		e.log.Warn("audit: write gaps.log", "err", err.Error())
+	}
+	for w := range e.open {
+		w.gap(reason, n, now)
+	}
+}
+
+// deliver writes each event of a bound session, and queues those of an
+// unbound one.
+func (e *Engine) deliver(events []*Event) {
+	if len(events) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range events {
+		if ev == nil || ev.Ses == unsetID {
+			continue
+		}
+		if e.known[ev.Ses] {
+			e.write(ev)
+			continue
+		}
+		e.queue(ev)
+	}
+}
+
+// write stores a bound session's event. Callers hold mu.
+func (e *Engine) write(ev *Event) {
+	e.stats.Events++
+	if err := e.auditLog.write(ev.AppendLog(nil)); err != nil {
+		e.log.Warn("audit: write audit.log", "err", err.Error())
+	}
+	if line := e.acct.event(ev); len(line) > 0 {
+		if err := e.procLog.write(line); err != nil {
+			e.log.Warn("audit: write proc-acct.log", "err", err.Error())
+		}
+	}
+	for _, w := range e.bound[ev.Ses] {
+		w.deliver(ev)
+	}
+}
+
+// queue keeps an unbound session's event until its ses is bound or
+// pendingTTL passes. Callers hold mu.
+func (e *Engine) queue(ev *Event) {
+	q, ok := e.pending[ev.Ses]
+	if !ok && len(e.pending) >= maxPendingSessions {
+		e.stats.Unattributed++
+		return
+	}
+	if len(q) >= maxPendingEvents {
+		e.stats.Unattributed++
+		return
+	}
+	if !ok {
+		e.pendAt[ev.Ses] = time.Now()
+	}
+	e.pending[ev.Ses] = append(q, ev)
+}
+
+func (e *Engine) expirePending(now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for ses, at := range e.pendAt {
+		if now.Sub(at) > pendingTTL {
+			e.stats.Unattributed += uint64(len(e.pending[ses]))
+			delete(e.pending, ses)
+			delete(e.pendAt, ses)
+		}
+	}
+}
+
+// bind attributes ses to w: its queued events are written at once.
+func (e *Engine) bind(w *witness, ses uint32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.known) >= maxKnownSessions {
+		clear(e.known)
+		for s := range e.bound {
+			e.known[s] = true
+		}
+	}
+	e.known[ses] = true
+	e.bound[ses] = append(e.bound[ses], w)
+	for _, ev := range e.pending[ses] {
+		e.write(ev)
+	}
+	delete(e.pending, ses)
+	delete(e.pendAt, ses)
+}
+
+func (e *Engine) attach(w *witness) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.open[w] = true
+}
+
+// detach ends w's share once the engine has read what the kernel sent
+// before end (bounded by catchUpBound).
+func (e *Engine) detach(w *witness, ses uint32, end time.Time) {
+	deadline := time.Now().Add(catchUpBound)
+	for time.Now().Before(deadline) && !e.stop.Load() {
+		e.mu.Lock()
+		caught := e.idleAt.After(end)
+		e.mu.Unlock()
+		if caught {
+			break
+		}
+		time.Sleep(pollEvery / 5)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.open, w)
+	ws := e.bound[ses]
+	for i, o := range ws {
+		if o == w {
+			e.bound[ses] = append(ws[:i:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(e.bound[ses]) == 0 {
+		delete(e.bound, ses)
+	}
+}
+
+// catchUpBound bounds how long a closing session waits for the reader.
+const catchUpBound = time.Second
+
+// String describes the engine for the log.
+func (s Stats) String() string {
+	return "rules=" + strconv.Itoa(s.Rules) + " sessions=" + strconv.Itoa(s.Sessions) +
+		" events=" + strconv.FormatUint(s.Events, 10) + " lost=" + strconv.FormatUint(s.Lost, 10)
+}

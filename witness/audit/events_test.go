@@ -1,0 +1,97 @@
+package audit
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAssembleEvents(t *testing.T) {
+	a := newAssembler()
+	now := time.Unix(100, 0)
+	in := []struct {
+		typ  uint16
+		text string
+	}{
+		{1300, `audit(1796112666.327:100): arch=c000003e syscall=59 success=yes exit=0 ppid=1 pid=2 auid=4242 uid=0 ses=197 comm="id" exe="/usr/bin/id" key="aptl_exec"`},
+		{1309, `audit(1796112666.327:100): argc=1 a0="/usr/bin/id"` + "\x00"},
+		{1006, `audit(1796112666.400:101): pid=3 uid=0 old-auid=4242 auid=1 tty=(none) old-ses=197 ses=4294967295 res=0`},
+		{1320, `audit(1796112666.327:100): `},
+		{1107, `audit(1796112666.500:102): pid=4 uid=0 auid=4242 ses=198 msg='ses=197 forged'`},
+		{1300, `not a record`},
+	}
+	var done []*Event
+	for _, r := range in {
+		done = append(done, a.add(r.typ, r.text, now)...)
+	}
+	if len(done) != 1 || done[0].Serial != 100 || done[0].Ses != 197 || len(done[0].Records) != 2 {
+		t.Fatalf("EOE completed %+v", done)
+	}
+	if got := string(done[0].AppendLog(nil)); !strings.HasPrefix(got, `type=SYSCALL msg=audit(1796112666.327:100): arch=`) || !strings.Contains(got, "\ntype=EXECVE msg=audit(1796112666.327:100): argc=1 a0=\"/usr/bin/id\"\n") {
+		t.Errorf("log lines %q", got)
+	}
+	if done[0].Time != time.Unix(1796112666, 327e6) {
+		t.Errorf("time %v", done[0].Time)
+	}
+	if a.malformed != 1 {
+		t.Errorf("malformed %d", a.malformed)
+	}
+	if rest := a.expire(now.Add(eventLinger / 2)); len(rest) != 0 {
+		t.Errorf("expired early: %+v", rest)
+	}
+	rest := a.expire(now.Add(eventLinger))
+	if len(rest) != 2 {
+		t.Fatalf("lingering events %+v", rest)
+	}
+	// A refused loginuid change belongs to the old session; a user
+	// message to the kernel's ses field, not to one in its free text.
+	if rest[0].Ses != 197 || rest[1].Ses != 198 {
+		t.Errorf("sessions %d %d, want 197 198", rest[0].Ses, rest[1].Ses)
+	}
+	if TypeName(1107) != "USER_AVC" || TypeName(4242) != "UNKNOWN[4242]" {
+		t.Error("type names")
+	}
+}
+
+func TestAssemblerBounds(t *testing.T) {
+	a := newAssembler()
+	now := time.Unix(0, 0)
+	var done int
+	for i := range maxOpenEvents + 10 {
+		done += len(a.add(1300, "audit(1.000:"+strconv.Itoa(i)+"): ses=1", now))
+	}
+	if done != 10 || len(a.open) != maxOpenEvents {
+		t.Errorf("completed %d, open %d", done, len(a.open))
+	}
+	for range maxEventRecords + 5 {
+		a.add(1302, "audit(2.000:999999): item=0", now)
+	}
+	e := a.flush()
+	last := e[len(e)-1]
+	if len(last.Records) != maxEventRecords || last.Truncated != 5 {
+		t.Errorf("records %d truncated %d", len(last.Records), last.Truncated)
+	}
+}
+
+func TestProcAcctLines(t *testing.T) {
+	p := newProcAcct()
+	ev := func(ms int, text string) *Event {
+		return &Event{Time: time.Unix(1796112666, int64(ms)*1e6), Records: []Record{{Type: typeSyscall, Text: "audit(1796112666.000:1): " + text}}}
+	}
+	if l := p.event(ev(100, `arch=c000003e syscall=59 success=yes exit=0 ppid=1 pid=2 auid=4242 uid=1000 ses=5 comm="bash" exe="/usr/bin/bash"`)); len(l) != 0 {
+		t.Errorf("exec wrote %q", l)
+	}
+	l := string(p.event(ev(200, `arch=c000003e syscall=59 success=yes exit=0 ppid=1 pid=2 auid=4242 uid=1000 ses=5 comm="id" exe="/usr/bin/id"`)))
+	if l != "start=2026-12-01T08:11:06.100Z end=2026-12-01T08:11:06.200Z pid=2 ppid=1 uid=1000 auid=4242 ses=5 status=exec comm=\"bash\" exe=\"/usr/bin/bash\"\n" {
+		t.Errorf("re-exec line %q", l)
+	}
+	l = string(p.event(ev(300, `arch=c000003e syscall=231 a0=3 ppid=1 pid=2 auid=4242 uid=1000 ses=5 comm="id" exe="/usr/bin/id"`)))
+	if !strings.Contains(l, "end=2026-12-01T08:11:06.300Z pid=2") || !strings.Contains(l, "status=3 comm=\"id\"") {
+		t.Errorf("exit line %q", l)
+	}
+	p.event(ev(400, `arch=40000003 syscall=11 success=yes exit=0 ppid=2 pid=9 auid=4242 uid=0 ses=5 comm=2F746D702F6120622E7368 exe="/tmp/x"`))
+	if l := string(p.end()); !strings.Contains(l, "end=- pid=9") || !strings.Contains(l, "status=- comm=2F746D702F6120622E7368") {
+		t.Errorf("still running at stop: %q", l)
+	}
+}

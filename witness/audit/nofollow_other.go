@@ -1,0 +1,5 @@
+//go:build !linux
+
+package audit
+
+const noFollow = 0

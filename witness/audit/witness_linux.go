@@ -1,0 +1,213 @@
+package audit
+
+import (
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
+	"github.com/aptl/aptl-kali-capture/recorder"
+)
+
+// Source is the audit class for recorder.Options.Witnesses. Until
+// SetEngine (or when the engine could not start) sessions are recorded
+// without audit records and their open records say why.
+type Source struct {
+	limits Limits
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	eng    *Engine
+	reason string
+}
+
+// NewSource returns the audit class, unavailable for reason until SetEngine.
+func NewSource(limits Limits, log *slog.Logger, reason string) *Source {
+	return &Source{limits: limits, log: log, reason: reason}
+}
+
+// SetEngine makes the source record with eng, or, with eng nil, records
+// that it cannot and why.
+func (s *Source) SetEngine(eng *Engine, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eng, s.reason = eng, reason
+	if eng != nil {
+		s.reason = ""
+	}
+}
+
+// Class implements recorder.WitnessSource.
+func (s *Source) Class() string { return vocab.ClassAudit }
+
+// Open implements recorder.WitnessSource.
+func (s *Source) Open(mkdir func() (*os.File, error), notify func()) (recorder.Witness, map[string]string) {
+	s.mu.Lock()
+	eng, reason := s.eng, s.reason
+	s.mu.Unlock()
+	if eng == nil {
+		return nil, map[string]string{vocab.AttrAudit: vocab.AuditUnavailable, vocab.AttrAuditReason: reason}
+	}
+	dir, err := mkdir()
+	if err != nil {
+		s.log.Warn("audit: session folder", "err", err.Error())
+		return nil, map[string]string{vocab.AttrAudit: vocab.AuditUnavailable, vocab.AttrAuditReason: err.Error()}
+	}
+	w := &witness{eng: eng, notify: notify, dir: dir, ses: unsetID,
+		files: &fileSet{limits: s.limits, create: func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }}}
+	return w, map[string]string{vocab.AttrAudit: vocab.AuditOn}
+}
+
+// witness is one session's share of the engine: the events of the audit
+// session bound to it (BindAuditSession), from Start to Close. It
+// implements recorder.Witness and recorder.AuditBinder.
+type witness struct {
+	eng    *Engine
+	notify func()
+	dir    *os.File
+	// notified is set from the first event after a checkpoint until the
+	// next, so a busy session asks for at most one checkpoint a cycle.
+	notified atomic.Bool
+
+	mu              sync.Mutex // protects what follows; lock order: Engine.mu, then mu
+	ses             uint32
+	started, closed bool
+	files           *fileSet
+	events, records int64
+	lost            uint64 // records the kernel lost during the window (all of its, not only this session's)
+	gaps            []gapRecord
+}
+
+type gapRecord struct {
+	reason string
+	count  uint64
+	at     time.Time
+}
+
+// Start implements recorder.Witness.
+func (w *witness) Start() {
+	w.mu.Lock()
+	w.started = true
+	w.mu.Unlock()
+	w.eng.attach(w)
+}
+
+// BindAuditSession implements recorder.AuditBinder: from now on the
+// session's file holds ses's events, including those the engine queued
+// since the ses appeared. A second bind is ignored (one ses a session).
+func (w *witness) BindAuditSession(ses uint32) {
+	w.mu.Lock()
+	if w.closed || w.ses != unsetID || ses == unsetID {
+		w.mu.Unlock()
+		return
+	}
+	w.ses = ses
+	w.mu.Unlock()
+	w.eng.bind(w, ses)
+}
+
+// deliver stores one event; the engine calls it holding its mu.
+func (w *witness) deliver(ev *Event) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.events++
+	w.records += int64(len(ev.Records))
+	w.files.write(ev)
+	w.mu.Unlock()
+	if !w.notified.Swap(true) {
+		go w.notify() // not under any lock: the recorder takes its own
+	}
+}
+
+// gap notes records the kernel or the engine dropped during the window.
+func (w *witness) gap(reason string, n uint64, at time.Time) {
+	w.mu.Lock()
+	if reason == vocab.GapAuditLost {
+		w.lost += n
+	}
+	w.gaps = append(w.gaps, gapRecord{reason: reason, count: n, at: at})
+	w.mu.Unlock()
+	if !w.notified.Swap(true) {
+		go w.notify()
+	}
+}
+
+// Checkpoint implements recorder.Witness.
+func (w *witness) Checkpoint(emit recorder.Emit) (map[string]string, error) {
+	w.notified.Store(false)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.emitPending(emit); err != nil {
+		return nil, err
+	}
+	name, size, sum := w.files.sync()
+	if name == "" {
+		return nil, nil
+	}
+	return map[string]string{vocab.AttrAuditFile: name, vocab.AttrAuditSize: strconv.FormatInt(size, 10), vocab.AttrAuditSHA256: sum}, nil
+}
+
+// emitPending emits the records of finished files and of gaps. Callers hold mu.
+func (w *witness) emitPending(emit recorder.Emit) error {
+	for _, r := range w.files.takeFinished() {
+		if err := emit(vocab.TypeAuditFile, r.Attrs()); err != nil {
+			return err
+		}
+	}
+	for len(w.gaps) > 0 {
+		g := w.gaps[0]
+		a := map[string]string{vocab.AttrReason: g.reason, vocab.AttrStream: vocab.StreamAudit,
+			vocab.AttrCount: strconv.FormatUint(g.count, 10), vocab.AttrFirst: witnessfs.Stamp(g.at)}
+		if err := emit(vocab.TypeGap, a); err != nil {
+			return err
+		}
+		w.gaps = w.gaps[1:]
+	}
+	return nil
+}
+
+// Close implements recorder.Witness: it waits (bounded) until the engine
+// has read what the kernel sent before now, detaches, finishes the last
+// file and emits its record and the gaps; it returns the totals.
+func (w *witness) Close(emit recorder.Emit) (map[string]string, error) {
+	defer w.dir.Close()
+	w.mu.Lock()
+	started, ses := w.started, w.ses
+	w.mu.Unlock()
+	if !started {
+		return nil, nil
+	}
+	w.eng.detach(w, ses, time.Now())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	w.files.finish()
+	for _, g := range []struct {
+		c      counted
+		reason string
+	}{{w.files.rotated, vocab.GapAuditRotation}, {w.files.failed, vocab.GapAuditWriteFailed}} {
+		if g.c.events > 0 {
+			w.gaps = append(w.gaps, gapRecord{reason: g.reason, count: uint64(g.c.events), at: time.Now()})
+		}
+	}
+	if err := w.emitPending(emit); err != nil {
+		return nil, err
+	}
+	a := map[string]string{
+		vocab.AttrAuditEvents: strconv.FormatInt(w.events, 10), vocab.AttrAuditRecords: strconv.FormatInt(w.records, 10),
+		vocab.AttrAuditFiles: strconv.Itoa(w.files.made), vocab.AttrAuditLost: strconv.FormatUint(w.lost, 10),
+	}
+	if ses != unsetID {
+		a[vocab.AttrAuditSes] = strconv.FormatUint(uint64(ses), 10)
+	}
+	return a, nil
+}
+
+var _ recorder.AuditBinder = (*witness)(nil)
