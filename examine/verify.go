@@ -74,6 +74,9 @@ type Report struct {
 	// Pcap is the packet capture's state and files (pcap.go); nil when
 	// the session predates it.
 	Pcap *PcapReport `json:"pcap,omitempty"`
+	// AuditSession is the session's kernel audit session (auditsession.go);
+	// nil when the log has no audit-session record.
+	AuditSession *AuditSessionReport `json:"audit_session,omitempty"`
 	// ChainHead is the hash of the last record that chains, which a
 	// recovery record continues from; not part of the printed report.
 	ChainHead string `json:"-"`
@@ -331,6 +334,8 @@ func (v *verifier) checkRecord(r *integrity.Record, seq, off int64) bool {
 		return v.checkCheckpoint(r, seq, off)
 	case vocab.TypeClose:
 		v.closeRec, v.closeSeq = r, seq
+	case vocab.TypeAuditSession:
+		v.noteAuditSession(r, seq, off)
 	}
 	return true
 }

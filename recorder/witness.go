@@ -54,6 +54,11 @@ type Witness interface {
 	Close(emit Emit) (map[string]string, error)
 }
 
+// AuditBinder is a Witness that attributes evidence by the kernel's audit session id.
+type AuditBinder interface {
+	BindAuditSession(ses uint32)
+}
+
 // witnessDirPrefix marks a witness folder in sessionDirs.made.
 const witnessDirPrefix = "witness:"
 

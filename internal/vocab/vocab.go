@@ -33,13 +33,14 @@ const (
 	TypeRecovery = "recovery"
 )
 
-// TypePcapFile is listed with the packet witness's names below.
+// TypePcapFile is listed with the packet witness's names below, and
+// TypeAuditSession with the audit attribution's.
 
 // RecordTypes lists every record type, in the README's order.
 var RecordTypes = []string{
 	TypeOpen, TypeData, TypeRequest, TypeResize, TypeAnnotate,
 	TypeEventsDropped, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
-	TypePcapFile,
+	TypePcapFile, TypeAuditSession,
 }
 
 // Streams of data records: what the client sent, what the session printed
@@ -202,4 +203,19 @@ const (
 	GapPcapKernelDrops = "pcap-kernel-drops"   // the kernel dropped packets during the window
 	GapPcapWriteFailed = "pcap-write-failed"   // a pcap file write failed; later packets not stored
 	GapPcapLinkType    = "pcap-link-type"      // packets of an interface whose link type is not written
+)
+
+// Audit attribution (recorder/attribution.go): the session's kernel audit
+// session id, which the launcher set through the session process's loginuid
+// (internal/login/trampoline_linux.go), recorded once after the launch.
+const (
+	// TypeAuditSession is the record of the session's audit session.
+	TypeAuditSession = "audit-session"
+	// AttrAuditSes is its id, as the kernel's records print `ses`.
+	AttrAuditSes = "audit_ses"
+	// AttrAuditTTY is the PTY slave's name (/dev/pts/N): the kernel's
+	// records of the session's terminal processes say `tty=pts<N>`.
+	AttrAuditTTY = "audit_tty"
+	// AttrAuditReason says why the session has no audit session of its own.
+	AttrAuditReason = "audit_reason"
 )
