@@ -387,8 +387,8 @@ type StartedMsg struct {
 	Home, Shell string
 	Note        string
 	// AuditSes is the kernel audit session id the agent gave the session
-	// (0: none); AuditNote says why there is none. An agent older than
-	// these fields sends neither: AuditReported is then false.
+	// (0: none); AuditNote says why there is none. AuditReported says the
+	// body has these fields: an agent older than them sends neither.
 	AuditSes      uint32
 	AuditNote     string
 	AuditReported bool
@@ -436,8 +436,10 @@ func (m StartedMsg) Encode() []byte {
 	e.str(m.Home)
 	e.str(m.Shell)
 	e.str(m.Note)
-	e.u32(m.AuditSes)
-	e.str(m.AuditNote)
+	if m.AuditReported { // an older agent's body ends with the note
+		e.u32(m.AuditSes)
+		e.str(m.AuditNote)
+	}
 	return e.b
 }
 
