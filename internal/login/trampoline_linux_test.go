@@ -24,7 +24,69 @@ import (
 // trampoline.
 func TestMain(m *testing.M) {
 	TrampolineMain()
+	if os.Getenv(loginUIDSetRole) != "" {
+		os.Exit(loginUIDSetHelper())
+	}
 	os.Exit(m.Run())
+}
+
+// loginUIDSetRole selects the helper role of TestTrampolineWithLoginUIDSet.
+const loginUIDSetRole = "APTL_LOGIN_TEST_LOGINUID_SET"
+
+// loginUIDSetHelper starts a session through the trampoline from a process
+// whose loginuid is set and that lacks CAP_AUDIT_CONTROL, and prints what
+// the process reports of its audit session.
+func loginUIDSetHelper() int {
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	acct := Account{ID: launch.Identity{User: "self", UID: os.Geteuid(), GID: os.Getegid(), Home: "/", Shell: "/bin/true"}}
+	cmd, err := Command(launch.Spec{User: "self", Command: "x", Stdin: devnull, Stdout: devnull, Stderr: devnull}, acct)
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	p, err := Start(cmd, acct)
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	ses, ok := p.AuditSession()
+	fmt.Printf("ses=%d ok=%v note=%s\n", ses, ok, p.AuditSessionNote())
+	p.Wait()
+	return 0
+}
+
+// TestTrampolineWithLoginUIDSet: a launcher whose own loginuid is set (it
+// was started from a login session) and that lacks CAP_AUDIT_CONTROL cannot
+// give a session an audit session of its own; the session still starts,
+// and the note says why.
+func TestTrampolineWithLoginUIDSet(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: capsh drops CAP_AUDIT_CONTROL from the bounding set")
+	}
+	if _, err := exec.LookPath("capsh"); err != nil {
+		t.Skip("capsh (libcap2-bin) not installed")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shell sets its own (unset) loginuid, then becomes the helper.
+	cmd := exec.Command("capsh", "--drop=cap_audit_control", "--", "-c", `echo 4321 > /proc/self/loginuid && exec "$0"`, exe)
+	cmd.Env = append(os.Environ(), loginUIDSetRole+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	got := strings.TrimSpace(string(out))
+	t.Logf("helper: %s", got)
+	if !strings.HasPrefix(got, "ses=0 ok=false note=") || !strings.Contains(got, "already set (4321)") ||
+		!strings.Contains(got, "shares the launcher's audit session") {
+		t.Errorf("helper reported %q; want no audit session, because the loginuid 4321 is already set", got)
+	}
 }
 
 // testAccount is the account a trampolined test session runs as: a
