@@ -209,6 +209,11 @@ func TestTrampolineMatchesDirectStart(t *testing.T) {
 	direct, dslave, _ := startPTY(t, acct, command, env, false)
 	tramp, tslave, _ := startPTY(t, acct, command, env, true)
 
+	// The trampoline itself ran with an empty environment and only its
+	// marker as argv: nothing of the session reached the root-run Go program.
+	if tc := tramp.cmd; tc.Env == nil || len(tc.Env) != 0 || !slices.Equal(tc.Args, []string{trampolineArg0}) {
+		t.Errorf("the trampoline was started with env %q and argv %q", tc.Env, tc.Args)
+	}
 	dv, tv := viewOf(t, direct.Pid(), dslave), viewOf(t, tramp.Pid(), tslave)
 	if !tv.sidIsPid || !tv.pgidIsPid || !tv.ttyIsSlave {
 		t.Errorf("trampolined shell: session leader %v, group leader %v, controlling tty is its slave %v; want all",
