@@ -205,9 +205,13 @@ func startPTY(t *testing.T, acct Account, command string, env []string, trampoli
 func TestTrampolineMatchesDirectStart(t *testing.T) {
 	acct := testAccount(t)
 	env := []string{"LANG=C", "TZ=UTC", "LANG=C.UTF-8", "APTL_SESSION_ID=s-1"}
-	const command = "read line"
-	direct, dslave, _ := startPTY(t, acct, command, env, false)
-	tramp, tslave, _ := startPTY(t, acct, command, env, true)
+	// The view is taken once the shell waits in read: what it opens as it
+	// starts (dash keeps the terminal on a high fd) is then in place.
+	const command = "echo READY; read line"
+	direct, dslave, dmaster := startPTY(t, acct, command, env, false)
+	tramp, tslave, tmaster := startPTY(t, acct, command, env, true)
+	readUntil(t, dmaster, "READY")
+	readUntil(t, tmaster, "READY")
 
 	// The trampoline itself ran with an empty environment and only its
 	// marker as argv: nothing of the session reached the root-run Go program.
