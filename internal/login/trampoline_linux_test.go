@@ -16,6 +16,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
 )
 
@@ -210,8 +211,8 @@ func TestTrampolineMatchesDirectStart(t *testing.T) {
 	const command = "echo READY; read line"
 	direct, dslave, dmaster := startPTY(t, acct, command, env, false)
 	tramp, tslave, tmaster := startPTY(t, acct, command, env, true)
-	readUntil(t, dmaster, "READY")
-	readUntil(t, tmaster, "READY")
+	testutil.ReadMaster(dmaster).Expect(t, "READY")
+	testutil.ReadMaster(tmaster).Expect(t, "READY")
 
 	// The trampoline itself ran with an empty environment and only its
 	// marker as argv: nothing of the session reached the root-run Go program.
@@ -286,7 +287,9 @@ func TestTrampolineAuditSessionInherited(t *testing.T) {
 		if !ok {
 			t.Fatalf("no audit session: %s", p.AuditSessionNote())
 		}
-		out := readUntil(t, master, "END")
+		term := testutil.ReadMaster(master)
+		term.Expect(t, "END")
+		out := term.All(t)
 		fields := strings.Fields(out)
 		if len(fields) < 3 || fields[0] != strconv.FormatUint(uint64(ses), 10) || fields[1] != strconv.Itoa(acct.ID.UID) {
 			t.Errorf("the shell's child printed %q; want its session's ses %d and loginuid %d", out, ses, acct.ID.UID)
@@ -296,22 +299,6 @@ func TestTrampolineAuditSessionInherited(t *testing.T) {
 	if seen[0] == seen[1] {
 		t.Errorf("two sessions share audit session %d", seen[0])
 	}
-}
-
-// readUntil reads the master until marker appears (bounded by the PTY's
-// end: the shell exits after printing it).
-func readUntil(t *testing.T, master *os.File, marker string) string {
-	t.Helper()
-	var buf bytes.Buffer
-	b := make([]byte, 4096)
-	for !strings.Contains(buf.String(), marker) && buf.Len() < 1<<16 {
-		n, err := master.Read(b)
-		buf.Write(b[:n])
-		if err != nil {
-			break
-		}
-	}
-	return buf.String()
 }
 
 // TestTrampolineStartFailures: a shell that cannot be exec'd, or a home
