@@ -3,8 +3,10 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -110,4 +112,25 @@ func readChain(t *testing.T, dir string) []integrity.Record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// loginUIDUnset reports whether this test's loginuid is unset, so that the
+// sessions it starts can get audit sessions of their own (a test run from
+// a login session shares that session's, and cannot change it without
+// CAP_AUDIT_CONTROL).
+func loginUIDUnset() bool {
+	b, err := os.ReadFile("/proc/self/loginuid")
+	return err == nil && strings.TrimSpace(string(b)) == "4294967295"
+}
+
+// auditSessionOf returns the attributes of the session's audit-session record.
+func auditSessionOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	for _, r := range readChain(t, dir) {
+		if r.Type == vocab.TypeAuditSession {
+			return r.Attrs
+		}
+	}
+	t.Fatalf("%s has no audit-session record", dir)
+	return nil
 }
