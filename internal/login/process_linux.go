@@ -59,19 +59,30 @@ const noTrampoline = "this program does not host the login trampoline (login.Tra
 // error names the shell path or home directory, never argv or env.
 func Start(cmd *exec.Cmd, acct Account) (*Process, error) {
 	if !trampolineHost.Load() {
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("launch: start shell: %w", err)
-		}
-		p := NewProcess(cmd, acct.ID)
-		p.auditNote = noTrampoline
-		return p, nil
+		return startDirect(cmd, acct, noTrampoline)
 	}
 	tcmd, ses, note, err := startTrampolined(cmd, uint32(acct.ID.UID))
+	if errors.Is(err, errNoTrampoline) {
+		// Capture must not become a login precondition: start as before,
+		// and say why there is no audit session.
+		return startDirect(cmd, acct, err.Error())
+	}
 	if err != nil {
 		return nil, err
 	}
 	p := NewProcess(tcmd, acct.ID)
 	p.auditSes, p.auditNote = ses, note
+	return p, nil
+}
+
+// startDirect starts cmd as os/exec does; note says why the process has
+// no audit session of its own.
+func startDirect(cmd *exec.Cmd, acct Account, note string) (*Process, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("launch: start shell: %w", err)
+	}
+	p := NewProcess(cmd, acct.ID)
+	p.auditNote = note
 	return p, nil
 }
 

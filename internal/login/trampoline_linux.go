@@ -73,6 +73,10 @@ const AuditSessionUnset = 1<<32 - 1
 
 var trampolineHost atomic.Bool
 
+// trampolineExe is the trampoline's binary: this very program, even if its
+// file was since replaced. Tests point it elsewhere to see the fallback.
+var trampolineExe = "/proc/self/exe"
+
 // TrampolineMain is the login trampoline's entry point. Call it first in
 // main, before anything else runs, in every program that launches
 // sessions: if this process is a trampoline it never returns; otherwise it
@@ -218,6 +222,11 @@ func becomeSessionUser(spec trampolineSpec) error {
 	return nil
 }
 
+// errNoTrampoline is a trampoline that could not be started at all (no
+// /proc/self/exe, a binary on a noexec mount): Start then starts the
+// session directly, without an audit session of its own.
+var errNoTrampoline = errors.New("the login trampoline could not be started")
+
 // startTrampolined starts cmd (built by Command) through the trampoline and
 // waits, bounded, until the shell is exec'd. It returns the audit session
 // the trampoline reported, confirmed against /proc/<pid>/sessionid, or
@@ -245,13 +254,12 @@ func startTrampolined(cmd *exec.Cmd, loginUID uint32) (tcmd *exec.Cmd, ses uint3
 	}
 	conn, child := os.NewFile(uintptr(fds[0]), "trampoline"), os.NewFile(uintptr(fds[1]), "trampoline-child")
 	defer conn.Close()
-	// /proc/self/exe is this very binary even if its file was since replaced.
-	tcmd = &exec.Cmd{Path: "/proc/self/exe", Args: []string{trampolineArg0}, Env: []string{},
+	tcmd = &exec.Cmd{Path: trampolineExe, Args: []string{trampolineArg0}, Env: []string{},
 		Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: []*os.File{child}, SysProcAttr: &attr}
 	err = tcmd.Start()
 	child.Close()
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("launch: start the login trampoline: %w", err)
+		return nil, 0, "", fmt.Errorf("%w: %w", errNoTrampoline, err)
 	}
 	ses, note, err = exchangeTrampoline(conn, spec)
 	if err == nil {

@@ -406,3 +406,17 @@ func TestDedupEnvMatchesOSExec(t *testing.T) {
 		t.Error("NUL accepted")
 	}
 }
+
+// TestTrampolineUnavailable: when the trampoline cannot be started at all
+// (no /proc/self/exe in the launcher's mount namespace), the session still
+// starts, directly, and the note says why it has no audit session.
+func TestTrampolineUnavailable(t *testing.T) {
+	defer func(old string) { trampolineExe = old }(trampolineExe)
+	trampolineExe = "/nonexistent/proc/self/exe"
+	acct := testAccount(t)
+	p, _, master := startPTY(t, acct, "echo STARTED_$((6*7))", nil, true)
+	testutil.ReadMaster(master).Expect(t, "STARTED_42")
+	if ses, ok := p.AuditSession(); ok || ses != 0 || !strings.Contains(p.AuditSessionNote(), "could not be started") {
+		t.Errorf("AuditSession = %d, %v, note %q; want none, because the trampoline could not be started", ses, ok, p.AuditSessionNote())
+	}
+}
