@@ -24,7 +24,7 @@ func (v *verifier) noteAuditSession(r *integrity.Record, seq, off int64) {
 		v.anomaly(vocab.LogFile, seq, off, "second %s record", vocab.TypeAuditSession)
 		return
 	}
-	a := AuditSessionReport{TTY: r.Attrs[vocab.AttrAuditTTY], Reason: r.Attrs[vocab.AttrAuditReason]}
+	a := AuditSessionReport{TTY: r.Attrs[vocab.AttrAuditTTY], Reason: r.Attrs[vocab.AttrAuditSesReason]}
 	if s, ok := r.Attrs[vocab.AttrAuditSes]; ok {
 		n, err := strconv.ParseUint(s, 10, 32)
 		if err != nil || n == 0 || n == 1<<32-1 || strconv.FormatUint(n, 10) != s {
@@ -33,7 +33,7 @@ func (v *verifier) noteAuditSession(r *integrity.Record, seq, off int64) {
 		}
 		a.Ses = uint32(n)
 	} else if a.Reason == "" {
-		v.anomaly(vocab.LogFile, seq, off, "%s record has neither %s nor %s", vocab.TypeAuditSession, vocab.AttrAuditSes, vocab.AttrAuditReason)
+		v.anomaly(vocab.LogFile, seq, off, "%s record has neither %s nor %s", vocab.TypeAuditSession, vocab.AttrAuditSes, vocab.AttrAuditSesReason)
 		return
 	}
 	v.rep.AuditSession = &a

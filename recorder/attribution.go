@@ -37,12 +37,12 @@ func (s *Session) BindAuditSession(ses uint32) error {
 }
 
 // NoAuditSession records that the session has no kernel audit session of
-// its own, and why (`audit_reason`): its processes' audit records cannot
+// its own, and why (`audit_ses_reason`): its processes' audit records cannot
 // be told apart from others by `ses`. No witness is bound.
 func (s *Session) NoAuditSession(reason string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.appendAuditSession(map[string]string{vocab.AttrAuditReason: reason})
+	return s.appendAuditSession(map[string]string{vocab.AttrAuditSesReason: reason})
 }
 
 // appendAuditSession appends the audit-session record. Callers hold mu.

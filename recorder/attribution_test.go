@@ -121,7 +121,7 @@ func TestVerifyRefusesImplausibleAuditSession(t *testing.T) {
 		{"unset id", []map[string]string{{"audit_ses": "4294967295"}}, "not an audit session id"},
 		{"zero", []map[string]string{{"audit_ses": "0"}}, "not an audit session id"},
 		{"leading zero", []map[string]string{{"audit_ses": "07"}}, "not an audit session id"},
-		{"empty", []map[string]string{{}}, "neither audit_ses nor audit_reason"},
+		{"empty", []map[string]string{{}}, "neither audit_ses nor audit_ses_reason"},
 		{"second", []map[string]string{{"audit_ses": "5"}, {"audit_ses": "6"}}, "second audit-session record"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

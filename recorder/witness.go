@@ -55,9 +55,7 @@ type Witness interface {
 }
 
 // AuditBinder is a Witness that attributes evidence by the kernel's audit session id.
-type AuditBinder interface {
-	BindAuditSession(ses uint32)
-}
+type AuditBinder interface{ BindAuditSession(ses uint32) }
 
 // witnessDirPrefix marks a witness folder in sessionDirs.made.
 const witnessDirPrefix = "witness:"

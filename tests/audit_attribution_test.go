@@ -55,7 +55,7 @@ func TestBrokerRecordsAuditSession(t *testing.T) {
 		{"given", func(l launch.Launcher) launch.Launcher { return auditLauncher{l, 4711, ""} },
 			map[string]string{vocab.AttrAuditSes: "4711", vocab.AttrAuditTTY: ""}},
 		{"none", func(l launch.Launcher) launch.Launcher { return auditLauncher{l, 0, "test: the kernel has no audit"} },
-			map[string]string{vocab.AttrAuditReason: "test: the kernel has no audit"}},
+			map[string]string{vocab.AttrAuditSesReason: "test: the kernel has no audit"}},
 		{"trampoline", func(l launch.Launcher) launch.Launcher { return l },
 			map[string]string{vocab.AttrAuditSes: "", vocab.AttrAuditTTY: ""}},
 	} {

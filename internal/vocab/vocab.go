@@ -216,6 +216,6 @@ const (
 	// AttrAuditTTY is the PTY slave's name (/dev/pts/N): the kernel's
 	// records of the session's terminal processes say `tty=pts<N>`.
 	AttrAuditTTY = "audit_tty"
-	// AttrAuditReason says why the session has no audit session of its own.
-	AttrAuditReason = "audit_reason"
+	// AttrAuditSesReason says why the session has no audit session of its own.
+	AttrAuditSesReason = "audit_ses_reason"
 )
