@@ -251,9 +251,14 @@ func (s *AgentServer) supervise(c *net.UnixConn, ss *agentSession, acct login.Ac
 	id := acct.ID
 	log = log.With("user", id.User, "uid", id.UID, "pid", ss.proc.Pid())
 	started := time.Now()
-	log.Info("session started", "note", id.Note)
+	ses, _ := ss.proc.AuditSession()
+	if ses != 0 {
+		log.Info("session started", "note", id.Note, "audit_ses", ses)
+	} else {
+		log.Info("session started", "note", id.Note, "audit_note", ss.proc.AuditSessionNote())
+	}
 	s.reply(c, log, agentwire.TypeStarted, agentwire.StartedMsg{User: id.User, UID: uint32(id.UID), GID: uint32(id.GID),
-		Home: id.Home, Shell: id.Shell, Note: id.Note}.Encode())
+		Home: id.Home, Shell: id.Shell, Note: id.Note, AuditSes: ses, AuditNote: ss.proc.AuditSessionNote(), AuditReported: true}.Encode())
 
 	var closing atomic.Bool // set before this goroutine closes c under the reader
 	readerDone := make(chan struct{})

@@ -43,12 +43,16 @@ func (s *AgentServer) spawn(f agentwire.Frame) (ss *agentSession, acct login.Acc
 	}
 	s.startMu.Lock()
 	defer s.startMu.Unlock()
-	// The error names the shell path or home directory, never argv or env.
-	if err := cmd.Start(); err != nil {
-		return nil, login.Account{}, &agentwire.Error{Code: agentwire.CodeStart, Msg: "launch: start shell: " + err.Error()}
+	// Through the login trampoline (aptl-launch-agent's main hosts it), so
+	// the session gets an audit session of its own; bounded by the
+	// trampoline's timeout. The error names the shell path or home
+	// directory, never argv or env.
+	proc, err := login.Start(cmd, acct)
+	if err != nil {
+		return nil, login.Account{}, &agentwire.Error{Code: agentwire.CodeStart, Msg: err.Error()}
 	}
-	ss = &agentSession{proc: login.NewProcess(cmd, acct.ID)}
-	s.leaders[cmd.Process.Pid] = ss
+	ss = &agentSession{proc: proc}
+	s.leaders[proc.Pid()] = ss
 	s.sessions[ss] = struct{}{}
 	return ss, acct, nil
 }

@@ -149,6 +149,7 @@ func (ss *session) start(command string, startEvent map[string]string) (err erro
 		return ss.closeRefusedRecord(r.rec, reasonLaunchFailed, &userError{msg: msg, cause: err})
 	}
 	r.annotateIdentity()
+	r.bindAuditSession()
 	ss.run.Store(r)
 	// terminateOnDone may have seen no run yet: if the session already
 	// ended, hang up what we just started.
@@ -255,6 +256,27 @@ func (r *run) annotateIdentity() {
 		recorder.Header{Name: vocab.HeaderRunAsNote, Value: id.Note},
 		recorder.Header{Name: vocab.HeaderRunAsSource, Value: id.Source},
 	)
+	if err != nil {
+		r.ss.stop(ioCause(err))
+	}
+}
+
+// bindAuditSession records the session's kernel audit session id (or why
+// it has none) and binds it to the witnesses that select evidence by it,
+// before any byte is copied, so what they see of the session is attributed
+// from its start.
+func (r *run) bindAuditSession() {
+	var err error
+	if ses, ok := r.proc.AuditSession(); ok {
+		err = r.rec.BindAuditSession(ses)
+	} else {
+		reason := "the launcher gave no reason"
+		if n, ok := r.proc.(launch.AuditNoter); ok && n.AuditSessionNote() != "" {
+			reason = n.AuditSessionNote()
+		}
+		r.log.Info("session has no audit session of its own", "reason", reason)
+		err = r.rec.NoAuditSession(reason)
+	}
 	if err != nil {
 		r.ss.stop(ioCause(err))
 	}

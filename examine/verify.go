@@ -93,6 +93,9 @@ type Report struct {
 	// Audit is the audit witness's state and files (audit.go); nil when
 	// the session has none.
 	Audit *AuditReport `json:"audit,omitempty"`
+	// AuditSession is the session's kernel audit session (auditsession.go);
+	// nil when the log has no audit-session record.
+	AuditSession *AuditSessionReport `json:"audit_session,omitempty"`
 	// ChainHead is the hash of the last record that chains, which a
 	// recovery record continues from; not part of the printed report.
 	ChainHead string `json:"-"`
@@ -429,6 +432,8 @@ func (v *verifier) checkRecord(r *integrity.Record, seq, off int64) bool {
 	case vocab.TypeClose:
 		v.closeRec, v.closeSeq = r, seq
 		v.claimPrefixes(r.Attrs, seq)
+	case vocab.TypeAuditSession:
+		v.noteAuditSession(r, seq, off)
 	}
 	return true
 }

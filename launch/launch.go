@@ -152,6 +152,17 @@ type Process interface {
 	// Hangup sends SIGHUP to the process group, and SIGKILL to the group if it has not
 	// been reaped after a bounded grace (HangupGrace). Non-blocking.
 	Hangup()
+	// AuditSession is the kernel audit session id (`ses` in audit records,
+	// /proc/<pid>/sessionid) of the session's login process, which its
+	// children inherit; ok is false when the adapter could not give it one
+	// of its own (AuditNoter says why).
+	AuditSession() (ses uint32, ok bool)
+}
+
+// AuditNoter is a Process that says why AuditSession is not ok (an older
+// launch agent, a loginuid already set, a kernel without audit).
+type AuditNoter interface {
+	AuditSessionNote() string
 }
 
 // Launcher starts session processes. Launch does not block beyond starting the

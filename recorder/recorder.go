@@ -121,7 +121,7 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{dirs: dirs, now: now, start: now(), opts: opts, counted: map[string]int64{}}
+	s := &Session{dirs: dirs, now: now, start: now(), opts: opts, counted: map[string]int64{}, tty: m.TTY}
 	defer func() {
 		if err != nil {
 			s.abortWitnesses()

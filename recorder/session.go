@@ -29,6 +29,7 @@ type Session struct {
 	in, out atomic.Int64
 
 	opts Options // set by create
+	tty  string  // set by create; the PTY slave's name, "" without a PTY
 
 	// mu serializes all writes so the typescript keeps bytes in the order
 	// they were observed, and the integrity log follows that order; it

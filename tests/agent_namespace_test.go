@@ -97,6 +97,7 @@ func TestAgentNamespaceIsolation(t *testing.T) {
 	t.Run("workload view", func(t *testing.T) { nsWorkloadView(t, h) })
 	t.Run("terminal semantics", func(t *testing.T) { nsTerminalSemantics(t, h, ns) })
 	t.Run("default signal dispositions", func(t *testing.T) { nsSignalDispositions(t, h) })
+	t.Run("audit session", func(t *testing.T) { nsAuditSession(t, h, ns) })
 	t.Run("kill the shell", func(t *testing.T) { nsKillShell(t, h) })
 	t.Run("kill the process group", func(t *testing.T) { nsKillGroup(t, h, ns) })
 	t.Run("kill the agent", func(t *testing.T) { nsKillAgent(t, h, ns, agent) })

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // buildCommand builds cmd/aptl-kali-capture into a temporary directory.
@@ -67,6 +69,13 @@ func TestNewcomerDefaults(t *testing.T) {
 	ts, _ := os.ReadFile(records[0])
 	if !strings.Contains(string(ts), "NEWCOMER_42") || !strings.Contains(string(ts), `[COMMAND_EXIT_CODE="0"]`) {
 		t.Errorf("record incomplete:\n%s", ts)
+	}
+	// The binary hosts the login trampoline (cmd/aptl-kali-capture's main):
+	// the local session got an audit session of its own.
+	if loginUIDUnset() {
+		if a := auditSessionOf(t, filepath.Dir(filepath.Dir(records[0]))); a[vocab.AttrAuditSes] == "" {
+			t.Errorf("the session has no audit session of its own: %v", a)
+		}
 	}
 
 	// The hostkey subcommand prints the key the server used.

@@ -41,6 +41,9 @@ const (
 const shutdownGrace = 5 * time.Second
 
 func main() {
+	// First: a process started as the login trampoline becomes a session's
+	// shell here (internal/login/trampoline_linux.go) and never returns.
+	login.TrampolineMain()
 	if err := login.EnsureEmptySigmask(); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-launch-agent: %v\n", err)
 		os.Exit(exitFailure)

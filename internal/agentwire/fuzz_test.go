@@ -42,6 +42,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(uint8(0), SpawnMsg{Mode: SpawnPTY, User: "kali", Term: "xterm", Env: []string{"LANG=C.UTF-8"}}.Encode())
 	f.Add(uint8(0), SpawnMsg{Mode: SpawnPipes, User: "kali", Command: "id\x00\xff"}.Encode())
 	f.Add(uint8(1), StartedMsg{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/bin/bash", Note: "n"}.Encode())
+	f.Add(uint8(1), StartedMsg{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/bin/bash", Note: "n",
+		AuditSes: 7, AuditNote: "", AuditReported: true}.Encode())
 	f.Add(uint8(2), ExitMsg{Code: 1, Signal: 9, Core: 1}.Encode())
 	f.Add(uint8(3), ErrorMsg{Code: CodeBusy, Message: "session limit"}.Encode())
 	f.Add(uint8(4), EncodeSignal("INT"))

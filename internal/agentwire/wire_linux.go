@@ -17,7 +17,9 @@
 //	                                                   agentenv_linux.go), allow-list, passwd;
 //	close its own copies of the fds                    setsid, TIOCSCTTY, setgroups,
 //	                                                   setgid, setuid, execve
-//	                           ◀──────────────────── started {user uid gid home shell note}
+//	                                                   (through the login trampoline, which
+//	                                                   first writes the loginuid: a fresh ses)
+//	                           ◀──────────────────── started {user uid gid home shell note ses audit_note}
 //	                           ◀──────────────────── or error {code message}, then close
 //	signal {name}  (any number) ────────────────────▶ kill(-pgid, sig)
 //	shutdown(SHUT_WR) = hang up ────────────────────▶ SIGHUP to the group, SIGKILL
@@ -45,10 +47,19 @@
 //	spawn    u32 mode (1 pty, 2 pipes), str user, str term, str command ("" = login shell),
 //	         u32 n, n × str "KEY=VALUE"
 //	signal   str name (RFC 4254 §6.10, without "SIG": INT, TERM, ...)
-//	started  str user, u32 uid, u32 gid, str home, str shell, str note
+//	started  str user, u32 uid, u32 gid, str home, str shell, str note,
+//	         u32 audit ses (0 = none), str audit note (why none)
 //	exit     u32 code, u32 signal (0 = exited), u32 core dumped (0/1)
 //	error    str code (one of the Code* values), str message (no argv, env or paths of the request)
 //	probe, probe-ok: empty bodies
+//
+// Compatibility: the started body's last two fields were added within
+// version 1. The sidecar accepts a started body without them (an older
+// agent: the session has no audit session, and the record says so); an
+// older sidecar refuses a newer agent's started body (bytes after the last
+// field), so upgrade the sidecar first. The audit ses is the agent's word:
+// the sidecar cannot read the workload's /proc (README.md, "The agent
+// adapter", says what the attribution rests on).
 //
 // The agent never receives paths, recorder settings, or requests to chmod,
 // delete or Truncate anything: there is no message that could carry one.
@@ -375,6 +386,12 @@ type StartedMsg struct {
 	UID, GID    uint32
 	Home, Shell string
 	Note        string
+	// AuditSes is the kernel audit session id the agent gave the session
+	// (0: none); AuditNote says why there is none. AuditReported says the
+	// body has these fields: an agent older than them sends neither.
+	AuditSes      uint32
+	AuditNote     string
+	AuditReported bool
 }
 
 type ExitMsg struct {
@@ -419,13 +436,22 @@ func (m StartedMsg) Encode() []byte {
 	e.str(m.Home)
 	e.str(m.Shell)
 	e.str(m.Note)
+	if m.AuditReported { // an older agent's body ends with the note
+		e.u32(m.AuditSes)
+		e.str(m.AuditNote)
+	}
 	return e.b
 }
 
+// DecodeStarted accepts a started body with the audit fields, or without
+// them (an older agent: AuditReported false).
 func DecodeStarted(b []byte) (StartedMsg, error) {
 	d := decoder{b: b, what: "started"}
 	m := StartedMsg{User: d.str(maxNameField), UID: d.u32(), GID: d.u32(),
 		Home: d.str(MaxTextField), Shell: d.str(MaxTextField), Note: d.str(MaxTextField)}
+	if d.err == nil && len(d.b) != 0 {
+		m.AuditSes, m.AuditNote, m.AuditReported = d.u32(), d.str(MaxTextField), true
+	}
 	return decoded(m, &d)
 }
 

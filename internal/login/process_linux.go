@@ -29,6 +29,11 @@ type Process struct {
 	done       chan struct{} // closed by Wait after reaping
 	hangupOnce sync.Once
 
+	// auditSes is the kernel audit session id of the process (0: none of
+	// its own); auditNote says why there is none. Immutable.
+	auditSes  uint32
+	auditNote string
+
 	mu     sync.Mutex // guards reaped and the kill(2) calls that depend on it
 	reaped bool
 }
@@ -36,13 +41,60 @@ type Process struct {
 var _ launch.Process = (*Process)(nil)
 
 // NewProcess supervises cmd, which the caller has started, as the session
-// process of id.
+// process of id. It has no audit session of its own; Start gives one.
 func NewProcess(cmd *exec.Cmd, id launch.Identity) *Process {
-	return &Process{id: id, cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	return &Process{id: id, cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{}),
+		auditNote: "started without the login trampoline"}
+}
+
+// noTrampoline is the audit note of a session started by a program that
+// does not host the login trampoline (trampoline_linux.go).
+const noTrampoline = "this program does not host the login trampoline (login.TrampolineMain), " +
+	"so the session has no audit session of its own"
+
+// Start starts cmd, built by Command for acct, and supervises it. In a
+// program that hosts the login trampoline (TrampolineMain), the process
+// gets a kernel audit session of its own with loginuid acct's uid
+// (AuditSession); elsewhere it starts as cmd.Start would start it. The
+// error names the shell path or home directory, never argv or env.
+func Start(cmd *exec.Cmd, acct Account) (*Process, error) {
+	if !trampolineHost.Load() {
+		return startDirect(cmd, acct, noTrampoline)
+	}
+	tcmd, ses, note, err := startTrampolined(cmd, uint32(acct.ID.UID))
+	if errors.Is(err, errNoTrampoline) {
+		// Capture must not become a login precondition: start as before,
+		// and say why there is no audit session.
+		return startDirect(cmd, acct, err.Error())
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := NewProcess(tcmd, acct.ID)
+	p.auditSes, p.auditNote = ses, note
+	return p, nil
+}
+
+// startDirect starts cmd as os/exec does; note says why the process has
+// no audit session of its own.
+func startDirect(cmd *exec.Cmd, acct Account, note string) (*Process, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("launch: start shell: %w", err)
+	}
+	p := NewProcess(cmd, acct.ID)
+	p.auditNote = note
+	return p, nil
 }
 
 // Identity implements Process.
 func (p *Process) Identity() launch.Identity { return p.id }
+
+// AuditSession implements launch.Process: the kernel audit session id the
+// login trampoline set and confirmed, which the process's children inherit.
+func (p *Process) AuditSession() (uint32, bool) { return p.auditSes, p.auditSes != 0 }
+
+// AuditSessionNote implements launch.AuditNoter: why AuditSession is not ok.
+func (p *Process) AuditSessionNote() string { return p.auditNote }
 
 // Pid is the session leader's pid, which is also its process-group id.
 func (p *Process) Pid() int { return p.pid }

@@ -33,13 +33,14 @@ const (
 	TypeRecovery = "recovery"
 )
 
-// TypePcapFile is listed with the packet witness's names below.
+// TypePcapFile is listed with the packet witness's names below, and
+// TypeAuditSession with the audit attribution's.
 
 // RecordTypes lists every record type, in the README's order.
 var RecordTypes = []string{
 	TypeOpen, TypeData, TypeRequest, TypeResize, TypeAnnotate,
 	TypeEventsDropped, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
-	TypePcapFile, TypeAuditFile,
+	TypePcapFile, TypeAuditFile, TypeAuditSession,
 }
 
 // Streams of data records: what the client sent, what the session printed
@@ -230,9 +231,8 @@ const (
 	AttrAuditFile   = "audit_file"
 	AttrAuditSize   = "audit_size"
 	AttrAuditSHA256 = "audit_sha256"
-	// Close record attributes: the session's audit session id (absent
-	// when none was bound) and totals.
-	AttrAuditSes     = "audit_ses"
+	// Close record attributes: the session's audit session id (AttrAuditSes,
+	// absent when none was bound) and totals.
 	AttrAuditEvents  = "audit_events"
 	AttrAuditRecords = "audit_records"
 	AttrAuditFiles   = "audit_files"
@@ -254,4 +254,20 @@ const (
 	GapAuditOverrun     = "audit-overrun"        // the witness's multicast buffer overflowed
 	GapAuditRotation    = "audit-rotation-limit" // records past the file limit, not stored
 	GapAuditWriteFailed = "audit-write-failed"   // an audit file write failed; later records not stored
+)
+
+// Audit attribution (recorder/attribution.go): the session's kernel audit
+// session id, which the launcher set through the session process's loginuid
+// (internal/login/trampoline_linux.go), recorded once after the launch.
+const (
+	// TypeAuditSession is the record of the session's audit session.
+	TypeAuditSession = "audit-session"
+	// AttrAuditSes is its id, as the kernel's records print `ses`; the
+	// audit witness repeats it in the close record.
+	AttrAuditSes = "audit_ses"
+	// AttrAuditTTY is the PTY slave's name (/dev/pts/N): the kernel's
+	// records of the session's terminal processes say `tty=pts<N>`.
+	AttrAuditTTY = "audit_tty"
+	// AttrAuditSesReason says why the session has no audit session of its own.
+	AttrAuditSesReason = "audit_ses_reason"
 )

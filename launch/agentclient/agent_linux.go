@@ -198,7 +198,7 @@ func (a *Agent) Launch(ctx context.Context, spec launch.Spec) (p launch.Process,
 		return nil, err
 	}
 	spec.CloseFiles()
-	id, err := a.readStarted(c, spec.User)
+	id, audit, err := a.readStarted(c, spec.User)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func (a *Agent) Launch(ctx context.Context, spec launch.Spec) (p launch.Process,
 	if err := c.SetDeadline(time.Time{}); err != nil {
 		return nil, fmt.Errorf("launch: agent: %w", err)
 	}
-	return &agentProcess{id: id, c: c, exitWait: a.exitWait}, nil
+	return &agentProcess{id: id, audit: audit, c: c, exitWait: a.exitWait}, nil
 }
 
 // connect dials the agent within dialTimeout. stop detaches ctx from the
@@ -240,25 +240,48 @@ func launchCtxErr(ctx context.Context, err error) error {
 }
 
 // readStarted waits (bounded) for the answer to a spawn request.
-func (a *Agent) readStarted(c *net.UnixConn, user string) (launch.Identity, error) {
+func (a *Agent) readStarted(c *net.UnixConn, user string) (launch.Identity, auditSession, error) {
 	if err := c.SetReadDeadline(time.Now().Add(a.replyTimeout)); err != nil {
-		return launch.Identity{}, fmt.Errorf("launch: agent: %w", err)
+		return launch.Identity{}, auditSession{}, fmt.Errorf("launch: agent: %w", err)
 	}
 	f, err := agentwire.ReadFrame(c, agentwire.MaxReplyFrame, agentwire.TypeStarted, agentwire.TypeError)
 	if err != nil {
-		return launch.Identity{}, fmt.Errorf("launch: agent reply to spawn: %w", timeoutHint(err, a.replyTimeout))
+		return launch.Identity{}, auditSession{}, fmt.Errorf("launch: agent reply to spawn: %w", timeoutHint(err, a.replyTimeout))
 	}
 	if err := refuseFiles(&f); err != nil {
-		return launch.Identity{}, err
+		return launch.Identity{}, auditSession{}, err
 	}
 	if f.Type == agentwire.TypeError {
-		return launch.Identity{}, replyError(f.Body)
+		return launch.Identity{}, auditSession{}, replyError(f.Body)
 	}
 	m, err := agentwire.DecodeStarted(f.Body)
 	if err != nil {
-		return launch.Identity{}, err
+		return launch.Identity{}, auditSession{}, err
 	}
-	return identityFromStarted(m, user)
+	id, err := identityFromStarted(m, user)
+	return id, auditFromStarted(m), err
+}
+
+// auditSession is what the agent reported of the session's kernel audit
+// session: ses 0 means none, and note says why.
+type auditSession struct {
+	ses  uint32
+	note string
+}
+
+// auditFromStarted takes the agent's word for the audit session id: the
+// sidecar cannot read the workload's /proc. An id the kernel never gives
+// (the unset value) counts as none.
+func auditFromStarted(m agentwire.StartedMsg) auditSession {
+	switch {
+	case !m.AuditReported:
+		return auditSession{note: "the launch agent is older than audit session reporting"}
+	case m.AuditSes == 0:
+		return auditSession{note: "launch agent: " + agentwire.Truncate(m.AuditNote, 512)}
+	case m.AuditSes == login.AuditSessionUnset:
+		return auditSession{note: "the launch agent reported the unset audit session id"}
+	}
+	return auditSession{ses: m.AuditSes}
 }
 
 // refuseFiles closes any fd the agent sent: nothing flows from the workload
@@ -347,6 +370,7 @@ func (a *Agent) Probe(ctx context.Context) (err error) {
 // done and closes c.
 type agentProcess struct {
 	id       launch.Identity // immutable
+	audit    auditSession    // immutable; as the agent reported it
 	c        *net.UnixConn   // read only by Wait; written by Signal; shut down by Hangup
 	exitWait time.Duration   // immutable; how long Wait waits after Hangup
 
@@ -359,6 +383,14 @@ var _ launch.Process = (*agentProcess)(nil)
 
 // Identity implements launch.Process.
 func (p *agentProcess) Identity() launch.Identity { return p.id }
+
+// AuditSession implements launch.Process: the kernel audit session id the
+// agent reported for the session (its word; the audit records are the
+// kernel's).
+func (p *agentProcess) AuditSession() (uint32, bool) { return p.audit.ses, p.audit.ses != 0 }
+
+// AuditSessionNote implements launch.AuditNoter.
+func (p *agentProcess) AuditSessionNote() string { return p.audit.note }
 
 // Wait implements launch.Process. It returns an error wrapping ErrAgentLost if the
 // agent closed the connection, broke the protocol, reported an error, or

@@ -16,7 +16,8 @@ import (
 )
 
 var okStarted = func() []byte {
-	return agentwire.StartedMsg{User: "tester", UID: 1000, GID: 1000, Home: "/home/tester", Shell: "/bin/sh", Note: "fake"}.Encode()
+	return agentwire.StartedMsg{User: "tester", UID: 1000, GID: 1000, Home: "/home/tester", Shell: "/bin/sh", Note: "fake",
+		AuditSes: 42, AuditReported: true}.Encode()
 }()
 
 // TestAgentAdapterRobustness runs the sidecar's side against a fake agent

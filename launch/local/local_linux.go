@@ -72,11 +72,9 @@ func (l *Local) Launch(ctx context.Context, spec launch.Spec) (launch.Process, e
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("launch: %w", context.Cause(ctx))
 	}
-	// The error names the shell path or home directory, never argv or env.
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("launch: start shell: %w", err)
-	}
-	return login.NewProcess(cmd, acct.ID), nil
+	// Through the login trampoline when this program hosts it (the
+	// sidecar's main does): the session gets an audit session of its own.
+	return login.Start(cmd, acct)
 }
 
 // ErrUnknownUser is a login name without a passwd entry, on a root server.

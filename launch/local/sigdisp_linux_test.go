@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
 )
@@ -22,6 +23,9 @@ import (
 const helperEnv = "APTL_LAUNCH_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	// Host the login trampoline, as the sidecar's main does: Local starts
+	// every session of these tests through it.
+	login.TrampolineMain()
 	if os.Getenv(helperEnv) == "sigdisp" {
 		os.Exit(sigDispHelper())
 	}

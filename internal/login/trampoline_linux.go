@@ -1,0 +1,472 @@
+package login
+
+// The login trampoline: how a session process gets a kernel audit session
+// (`ses`) of its own, as pam_loginuid gives one to an sshd login.
+//
+// Why a trampoline: the kernel lets only a process itself write its
+// /proc/<pid>/loginuid (proc_loginuid_write refuses any other writer), and
+// without privilege only while it is unset; the write gives the process a
+// fresh audit session id that its children inherit. Go runs no code of ours
+// between fork and exec, so the launcher (launch/local, or agentd in the
+// workload) starts its own binary as the session process, with argv[0]
+// trampolineArg0, an empty environment and one extra fd. That process
+// (runTrampoline) reads the real command from the fd, writes the loginuid,
+// reports the kernel's sessionid on the same fd, switches to the session's
+// identity (setgroups, setgid, setuid, then chdir, in the order os/exec's
+// child uses) and execve()s the login shell with exactly the path, argv and
+// environment os/exec would have given it. The fd is close-on-exec, so the
+// shell never sees it; its closing is the launcher's sign that the exec
+// succeeded.
+//
+// Why before the identity change: the trampoline is our own binary, which
+// the session user may not be allowed to execute (an agent installed 0700),
+// and a setuid child is not dumpable, so its /proc files belong to root.
+// Running as the launcher's user, the trampoline must not be steerable by
+// the client: its environment is empty (no loader or Go runtime variable
+// of the session reaches it; the session's env travels over the fd and is
+// handed to the shell only), and the client controls neither its argv nor
+// the fd. A workload process that starts the binary with the marker itself
+// gains nothing: the trampoline runs with that process's privileges, writes
+// only its own loginuid (which it could write anyway) and execs what it was
+// told.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// trampolineArg0 marks the trampoline: argv is exactly [trampolineArg0].
+	trampolineArg0 = "aptl-login-trampoline"
+	// trampolineFD is the trampoline's end of the socketpair to its launcher
+	// (the first of exec.Cmd.ExtraFiles).
+	trampolineFD = 3
+	// maxTrampolineSpec bounds the command the launcher sends: argv and env
+	// of a session (the agent's frame bound, agentwire.MaxRequestFrame, is
+	// 192 KiB) and a few short fields.
+	maxTrampolineSpec = 1 << 20
+	// maxTrampolineReport bounds what the launcher reads back.
+	maxTrampolineReport = 4 << 10
+	// trampolineTimeout bounds the whole exchange, from the trampoline's
+	// start to the shell's exec: a healthy one takes milliseconds.
+	trampolineTimeout = 10 * time.Second
+	// trampolineExitFailed is the trampoline's exit status when it could
+	// not exec the shell, as a shell's for a command it cannot run.
+	trampolineExitFailed = 127
+)
+
+// AuditSessionUnset is the kernel's AUDIT_SID_UNSET: /proc/<pid>/sessionid
+// of a process whose loginuid was never set. Audit session ids start at 1.
+const AuditSessionUnset = 1<<32 - 1
+
+var trampolineHost atomic.Bool
+
+// trampolineExe is the trampoline's binary: this very program, even if its
+// file was since replaced. Tests point it elsewhere to see the fallback.
+var trampolineExe = "/proc/self/exe"
+
+// TrampolineMain is the login trampoline's entry point. Call it first in
+// main, before anything else runs, in every program that launches
+// sessions: if this process is a trampoline it never returns; otherwise it
+// marks the program as able to start one (Start uses it from then on) and
+// returns. A program that never calls it (a test binary) starts sessions
+// without one, and they have no audit session of their own.
+func TrampolineMain() {
+	if len(os.Args) == 1 && os.Args[0] == trampolineArg0 {
+		os.Exit(runTrampoline())
+	}
+	trampolineHost.Store(true)
+}
+
+// trampolineSpec is what the launcher sends the trampoline: the shell's
+// exec, its working directory, the credentials to switch to (nil: keep
+// the launcher's), and the loginuid to write.
+type trampolineSpec struct {
+	path, dir string
+	argv, env []string
+	cred      *syscall.Credential
+	loginUID  uint32
+}
+
+// Report lines, trampoline → launcher, each "<word> <text>\n".
+const (
+	reportSes   = "ses"   // the kernel's sessionid after the loginuid write
+	reportNone  = "none"  // no audit session of its own, and why
+	reportError = "error" // the shell was not started, and why
+)
+
+// runTrampoline is the trampoline's body. It writes nothing to stdout or
+// stderr (the session's terminal): every outcome goes to the launcher.
+func runTrampoline() int {
+	// loginuid and sessionid are per task: write, read and exec on one thread.
+	runtime.LockOSThread()
+	if _, err := unix.FcntlInt(trampolineFD, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: not started by a session launcher (fd %d: %v)\n", trampolineArg0, trampolineFD, err)
+		return trampolineExitFailed
+	}
+	conn := os.NewFile(trampolineFD, "launcher")
+	report := func(word, text string) { _, _ = io.WriteString(conn, word+" "+oneLine(text)+"\n") }
+	spec, err := readTrampolineSpec(conn)
+	if err != nil {
+		report(reportError, err.Error())
+		return trampolineExitFailed
+	}
+	if ses, why := setLoginUID(spec.loginUID); why != "" {
+		report(reportNone, why)
+	} else {
+		report(reportSes, strconv.FormatUint(uint64(ses), 10))
+	}
+	if err := becomeSessionUser(spec); err != nil {
+		report(reportError, err.Error())
+		return trampolineExitFailed
+	}
+	err = syscall.Exec(spec.path, spec.argv, spec.env)
+	report(reportError, "exec "+spec.path+": "+err.Error())
+	return trampolineExitFailed
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// setLoginUID writes uid to this task's loginuid, as pam_loginuid does, and
+// returns the audit session id the kernel then gives it, or why there is
+// none of the session's own. Writing an unset loginuid needs no privilege;
+// changing a set one needs CAP_AUDIT_CONTROL (and a kernel that allows it).
+func setLoginUID(uid uint32) (ses uint32, why string) {
+	before, rerr := readProcU32("/proc/thread-self/loginuid")
+	if errors.Is(rerr, os.ErrNotExist) {
+		return 0, "the kernel has no audit support (no /proc/thread-self/loginuid)"
+	}
+	werr := os.WriteFile("/proc/thread-self/loginuid", []byte(strconv.FormatUint(uint64(uid), 10)), 0)
+	if werr != nil {
+		if rerr == nil && before != AuditSessionUnset {
+			return 0, fmt.Sprintf("the launcher's loginuid is already set (%d) and it may not change it (%v): "+
+				"the session shares the launcher's audit session", before, unwrapErrno(werr))
+		}
+		return 0, fmt.Sprintf("writing the loginuid failed: %v", unwrapErrno(werr))
+	}
+	ses, err := readProcU32("/proc/thread-self/sessionid")
+	switch {
+	case err != nil:
+		return 0, fmt.Sprintf("reading the audit session id failed: %v", unwrapErrno(err))
+	case ses == 0 || ses == AuditSessionUnset:
+		return 0, fmt.Sprintf("the kernel gave no audit session id (%d)", ses)
+	}
+	return ses, ""
+}
+
+func unwrapErrno(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
+}
+
+// readProcU32 reads a /proc file holding one unsigned decimal.
+func readProcU32(path string) (uint32, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%s: not a number", path)
+	}
+	return uint32(n), nil
+}
+
+// becomeSessionUser switches to the session's credentials and working
+// directory in the order os/exec's child does (syscall.forkAndExecInChild:
+// setgroups, setgid, setuid, then chdir as the new user).
+//
+// WARNING: this is where a trampolined session stops running as root.
+// Re-verify as root with:
+//
+//	go test -run 'TestTrampolineMatchesDirectStart|TestLocalRunsAsLoginUser' ./internal/login/ ./launch/local/
+func becomeSessionUser(spec trampolineSpec) error {
+	if c := spec.cred; c != nil {
+		groups := make([]int, len(c.Groups))
+		for i, g := range c.Groups {
+			groups[i] = int(g)
+		}
+		// syscall's setters apply to every thread of the process (Go ≥ 1.16).
+		if !c.NoSetGroups {
+			if err := syscall.Setgroups(groups); err != nil {
+				return fmt.Errorf("setgroups: %w", err)
+			}
+		}
+		if err := syscall.Setgid(int(c.Gid)); err != nil {
+			return fmt.Errorf("setgid: %w", err)
+		}
+		if err := syscall.Setuid(int(c.Uid)); err != nil {
+			return fmt.Errorf("setuid: %w", err)
+		}
+	}
+	if spec.dir != "" {
+		if err := syscall.Chdir(spec.dir); err != nil {
+			return fmt.Errorf("chdir %s: %w", spec.dir, err)
+		}
+	}
+	return nil
+}
+
+// errNoTrampoline is a trampoline that could not be started at all (no
+// /proc/self/exe, a binary on a noexec mount): Start then starts the
+// session directly, without an audit session of its own.
+var errNoTrampoline = errors.New("the login trampoline could not be started")
+
+// startTrampolined starts cmd (built by Command) through the trampoline and
+// waits, bounded, until the shell is exec'd. It returns the audit session
+// the trampoline reported, confirmed against /proc/<pid>/sessionid, or
+// (ses 0) why there is none. On error nothing is left running.
+func startTrampolined(cmd *exec.Cmd, loginUID uint32) (tcmd *exec.Cmd, ses uint32, note string, err error) {
+	env, err := dedupEnv(cmd.Env)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	spec := trampolineSpec{path: cmd.Path, dir: cmd.Dir, argv: cmd.Args, env: env, loginUID: loginUID}
+	attr := syscall.SysProcAttr{}
+	if cmd.SysProcAttr != nil {
+		attr = *cmd.SysProcAttr
+	}
+	spec.cred, attr.Credential = attr.Credential, nil // the trampoline switches
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("launch: trampoline socketpair: %w", err)
+	}
+	// Non-blocking, so the launcher's end takes deadlines (os.NewFile polls it).
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, 0, "", fmt.Errorf("launch: trampoline socketpair: %w", err)
+	}
+	conn, child := os.NewFile(uintptr(fds[0]), "trampoline"), os.NewFile(uintptr(fds[1]), "trampoline-child")
+	defer conn.Close()
+	tcmd = &exec.Cmd{Path: trampolineExe, Args: []string{trampolineArg0}, Env: []string{},
+		Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: []*os.File{child}, SysProcAttr: &attr}
+	err = tcmd.Start()
+	child.Close()
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("%w: %w", errNoTrampoline, err)
+	}
+	ses, note, err = exchangeTrampoline(conn, spec)
+	if err == nil {
+		ses, note = confirmAuditSession(tcmd.Process.Pid, ses, note)
+		return tcmd, ses, note, nil
+	}
+	_ = tcmd.Process.Kill()
+	_ = tcmd.Wait()
+	return nil, 0, "", err
+}
+
+// exchangeTrampoline sends spec and reads the report until the
+// trampoline's end closes (the shell was exec'd) or it reports an error.
+func exchangeTrampoline(conn *os.File, spec trampolineSpec) (ses uint32, note string, err error) {
+	if err := conn.SetDeadline(time.Now().Add(trampolineTimeout)); err != nil {
+		return 0, "", fmt.Errorf("launch: trampoline: %w", err)
+	}
+	if _, err := conn.Write(encodeTrampolineSpec(spec)); err != nil {
+		return 0, "", fmt.Errorf("launch: send the command to the login trampoline: %w", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(conn, maxTrampolineReport))
+	if err != nil {
+		return 0, "", fmt.Errorf("launch: login trampoline: %w", err)
+	}
+	note = "the login trampoline reported nothing"
+	for line := range strings.Lines(string(b)) {
+		word, text, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		switch word {
+		case reportSes:
+			n, perr := strconv.ParseUint(text, 10, 32)
+			if perr != nil || n == 0 || n == AuditSessionUnset {
+				return 0, "", errors.New("launch: login trampoline: malformed audit session report")
+			}
+			ses, note = uint32(n), ""
+		case reportNone:
+			ses, note = 0, text
+		case reportError:
+			return 0, "", fmt.Errorf("launch: start shell: %s", text)
+		default:
+			return 0, "", errors.New("launch: login trampoline: malformed report")
+		}
+	}
+	return ses, note, nil
+}
+
+// confirmAuditSession checks the reported ses against what the kernel says
+// of the process now running the shell (unreaped, so pid is still it).
+func confirmAuditSession(pid int, ses uint32, note string) (uint32, string) {
+	if ses == 0 {
+		return 0, note
+	}
+	got, err := readProcU32(fmt.Sprintf("/proc/%d/sessionid", pid))
+	switch {
+	case err != nil:
+		return 0, fmt.Sprintf("the shell's audit session could not be confirmed: %v", unwrapErrno(err))
+	case got != ses:
+		return 0, fmt.Sprintf("the trampoline reported audit session %d but the shell has %d", ses, got)
+	}
+	return ses, ""
+}
+
+// dedupEnv keeps the last of entries with the same key, in the order of
+// those last entries, and refuses NUL: what os/exec does to Cmd.Env before
+// execve (dedupEnv in os/exec), so the shell gets the same environment
+// either way.
+func dedupEnv(env []string) ([]string, error) {
+	out := make([]string, 0, len(env))
+	saw := make(map[string]bool, len(env))
+	for i := len(env) - 1; i >= 0; i-- {
+		kv := env[i]
+		if strings.IndexByte(kv, 0) >= 0 {
+			return nil, errors.New("launch: environment variable contains NUL")
+		}
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			if kv != "" {
+				out = append(out, kv)
+			}
+			continue
+		}
+		if saw[k] {
+			continue
+		}
+		saw[k] = true
+		out = append(out, kv)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
+
+// The spec's encoding: a u32 BE length of the rest, then fields in order,
+// each a u32 BE or a string (u32 BE length, bytes): path, dir, loginuid,
+// argv (count, strings), env (count, strings), has-credential (0/1), and
+// with one uid, gid, no-setgroups (0/1), groups (count, u32s). Strings are
+// bytes: a non-UTF-8 command reaches the shell as the client sent it.
+
+func encodeTrampolineSpec(s trampolineSpec) []byte {
+	b := make([]byte, 4, 256)
+	str := func(v string) { b = binary.BigEndian.AppendUint32(b, uint32(len(v))); b = append(b, v...) }
+	u32 := func(v uint32) { b = binary.BigEndian.AppendUint32(b, v) }
+	str(s.path)
+	str(s.dir)
+	u32(s.loginUID)
+	for _, list := range [][]string{s.argv, s.env} {
+		u32(uint32(len(list)))
+		for _, v := range list {
+			str(v)
+		}
+	}
+	if s.cred == nil {
+		u32(0)
+	} else {
+		u32(1)
+		u32(s.cred.Uid)
+		u32(s.cred.Gid)
+		u32(boolU32(s.cred.NoSetGroups))
+		u32(uint32(len(s.cred.Groups)))
+		for _, g := range s.cred.Groups {
+			u32(g)
+		}
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+func boolU32(v bool) uint32 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// readTrampolineSpec reads one spec from r. Its source is the launcher, the
+// same binary, but it is still bounded: nothing a reader allocates exceeds
+// maxTrampolineSpec.
+func readTrampolineSpec(r io.Reader) (trampolineSpec, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return trampolineSpec{}, fmt.Errorf("read the command: %w", err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxTrampolineSpec {
+		return trampolineSpec{}, fmt.Errorf("command of %d bytes, at most %d", n, maxTrampolineSpec)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return trampolineSpec{}, fmt.Errorf("read the command: %w", err)
+	}
+	return decodeTrampolineSpec(body)
+}
+
+func decodeTrampolineSpec(b []byte) (trampolineSpec, error) {
+	bad := false
+	u32 := func() uint32 {
+		if len(b) < 4 {
+			bad = true
+			return 0
+		}
+		v := binary.BigEndian.Uint32(b)
+		b = b[4:]
+		return v
+	}
+	str := func() string {
+		n := u32()
+		if bad || uint32(len(b)) < n {
+			bad = true
+			return ""
+		}
+		v := string(b[:n])
+		b = b[n:]
+		return v
+	}
+	list := func() []string {
+		n := u32()
+		if bad || n > uint32(len(b))/4 { // every entry takes at least 4 bytes
+			bad = true
+			return nil
+		}
+		out := make([]string, 0, n)
+		for range n {
+			out = append(out, str())
+		}
+		return out
+	}
+	s := trampolineSpec{path: str(), dir: str(), loginUID: u32(), argv: list(), env: list()}
+	if u32() == 1 {
+		c := &syscall.Credential{Uid: u32(), Gid: u32(), NoSetGroups: u32() == 1}
+		n := u32()
+		if bad || n > uint32(len(b))/4 {
+			bad = true
+		} else {
+			c.Groups = make([]uint32, n)
+			for i := range c.Groups {
+				c.Groups[i] = u32()
+			}
+		}
+		s.cred = c
+	}
+	switch {
+	case bad:
+		return trampolineSpec{}, errors.New("the command ends inside a field")
+	case len(b) != 0:
+		return trampolineSpec{}, errors.New("bytes after the command")
+	case !strings.HasPrefix(s.path, "/") || len(s.argv) == 0:
+		return trampolineSpec{}, errors.New("the command has no absolute path or no argv")
+	}
+	return s, nil
+}

@@ -1,0 +1,139 @@
+package recorder
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+)
+
+// binderSource opens witnesses that remember the audit session bound to
+// them; plainSource's witnesses are not AuditBinders.
+type binderSource struct{ opened []*binderWitness }
+
+func (b *binderSource) Class() string { return "binder" }
+func (b *binderSource) Open(func() (*os.File, error), func()) (Witness, map[string]string) {
+	w := &binderWitness{}
+	b.opened = append(b.opened, w)
+	return w, nil
+}
+
+type plainWitness struct{}
+
+func (plainWitness) Start()                                     {}
+func (plainWitness) Checkpoint(Emit) (map[string]string, error) { return nil, nil }
+func (plainWitness) Close(emit Emit) (map[string]string, error) { return nil, nil }
+
+type binderWitness struct {
+	plainWitness
+	bound []uint32
+}
+
+func (w *binderWitness) BindAuditSession(ses uint32) { w.bound = append(w.bound, ses) }
+
+type plainSource struct{}
+
+func (plainSource) Class() string { return "plain" }
+func (plainSource) Open(func() (*os.File, error), func()) (Witness, map[string]string) {
+	return plainWitness{}, nil
+}
+
+// TestBindAuditSession: the audit-session record holds the id and the PTY
+// slave, every AuditBinder witness gets the id (others are left alone),
+// and the session verifies with the examiner reporting both.
+func TestBindAuditSession(t *testing.T) {
+	src := &binderSource{}
+	opts := testOptions()
+	opts.Witnesses = []WitnessSource{src, plainSource{}}
+	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm", TTY: "/dev/pts/7", Rows: 24, Cols: 80}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.BindAuditSession(4711))
+	mustOK(t, s.Output([]byte("hello\r\n")))
+	mustOK(t, s.Close(0))
+	if len(src.opened) != 1 || len(src.opened[0].bound) != 1 || src.opened[0].bound[0] != 4711 {
+		t.Errorf("the AuditBinder witness was bound to %v, want [4711] once", src.opened[0].bound)
+	}
+	log := readLog(t, s.Dir())
+	if !strings.Contains(log, `"type":"audit-session","attrs":{"audit_ses":"4711","audit_tty":"/dev/pts/7"}`) {
+		t.Errorf("no audit-session record with ses and tty in:\n%s", log)
+	}
+	rep := examine.Verify(s.Dir(), trusted())
+	if !rep.OK() {
+		t.Fatalf("session with an audit-session record does not verify: %v", rep.Anomalies)
+	}
+	if a := rep.AuditSession; a == nil || a.Ses != 4711 || a.TTY != "/dev/pts/7" || a.Reason != "" {
+		t.Errorf("verify reports audit session %+v", a)
+	}
+}
+
+// TestNoAuditSession: a session without one says why, binds no witness,
+// and verifies with the reason reported.
+func TestNoAuditSession(t *testing.T) {
+	src := &binderSource{}
+	opts := testOptions()
+	opts.Witnesses = []WitnessSource{src}
+	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = "the launch agent is older than audit session reporting"
+	mustOK(t, s.NoAuditSession(why))
+	mustOK(t, s.Close(0))
+	if len(src.opened[0].bound) != 0 {
+		t.Errorf("a witness was bound without an audit session: %v", src.opened[0].bound)
+	}
+	rep := examine.Verify(s.Dir(), trusted())
+	if !rep.OK() {
+		t.Fatalf("does not verify: %v", rep.Anomalies)
+	}
+	if a := rep.AuditSession; a == nil || a.Ses != 0 || a.Reason != why {
+		t.Errorf("verify reports audit session %+v, want the reason", a)
+	}
+	if err := s.BindAuditSession(1); err == nil {
+		t.Error("BindAuditSession after Close succeeded")
+	}
+}
+
+func readLog(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, vocab.PTYDir, vocab.LogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestVerifyRefusesImplausibleAuditSession: audit-session records the
+// recorder never writes (an id the kernel never gives, neither id nor
+// reason, a second one) are anomalies, though they chain and are signed.
+func TestVerifyRefusesImplausibleAuditSession(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		records []map[string]string
+		want    string
+	}{
+		{"unset id", []map[string]string{{"audit_ses": "4294967295"}}, "not an audit session id"},
+		{"zero", []map[string]string{{"audit_ses": "0"}}, "not an audit session id"},
+		{"leading zero", []map[string]string{{"audit_ses": "07"}}, "not an audit session id"},
+		{"empty", []map[string]string{{}}, "neither audit_ses nor audit_ses_reason"},
+		{"second", []map[string]string{{"audit_ses": "5"}, {"audit_ses": "6"}}, "second audit-session record"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestSession(t, Meta{RunID: "r", SessionID: "s"})
+			for _, r := range tt.records {
+				mustOK(t, s.Event("audit-session", r))
+			}
+			mustOK(t, s.Close(0))
+			rep := examine.Verify(s.Dir(), trusted())
+			if rep.OK() || !strings.Contains(fmt.Sprint(rep.Anomalies), tt.want) {
+				t.Errorf("verify = OK %v, anomalies %v; want one containing %q", rep.OK(), rep.Anomalies, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,17 @@
+package tests
+
+import (
+	"os"
+	"testing"
+
+	"github.com/aptl/aptl-kali-capture/internal/login"
+)
+
+// TestMain makes the test binary host the login trampoline, as the
+// sidecar's main does: the in-process broker's local sessions start
+// through it, as `serve --launch local` starts them, and get an audit
+// session of their own.
+func TestMain(m *testing.M) {
+	login.TrampolineMain()
+	os.Exit(m.Run())
+}
