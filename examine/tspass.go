@@ -60,6 +60,9 @@ type tsPass struct {
 	windows  []window
 	good     int64 // the prefix the last matching claim vouched for
 	recEnd   int64 // where the last data record's bytes end
+	// unexplained: a mismatching prefix claim no data record explains,
+	// waiting for a trusted signature to cover it.
+	unexplained *prefixDamage
 	// damaged: damage was reported, so the running digest tells nothing
 	// more and every later record is checked on its own. ended: the file
 	// ends inside bytes a record vouches for (reported once).
@@ -236,17 +239,27 @@ func (p *tsPass) claim(seq, size int64, sum string) {
 	if !p.checkAll(p.deferred) {
 		// Every data record checks out: the damage is in the bytes no data
 		// record covers, past the last one (the trailer line, or bytes a
-		// crash left unrecorded).
-		from := max(p.good, p.recEnd)
-		p.v.damage(KindFileDigestMismatch, vocab.TypescriptFile, seq, from, size,
-			"bytes %d..%d differ from the digest record %d vouches for (no data record covers them)", from, size, seq)
+		// crash left unrecorded), or the claim itself is false. Only a
+		// later trusted signature makes the claim evidence (covered); a
+		// claim none covers (a log re-chained without the host key) is
+		// the log's finding, not the typescript's.
+		p.unexplained = &prefixDamage{seq: seq, from: max(p.good, p.recEnd), to: size}
 	}
 	p.deferred, p.damaged = nil, true
 }
 
+// prefixDamage is a prefix claim that did not match while every data
+// record before it did: reported once a trusted signature covers it.
+type prefixDamage struct{ seq, from, to int64 }
+
 // covered drops the windows whose claims lie before record seq, which a
 // trusted signature has just covered: their records are vouched for.
 func (p *tsPass) covered(seq int64) {
+	if d := p.unexplained; d != nil && d.seq < seq {
+		p.v.damage(KindFileDigestMismatch, vocab.TypescriptFile, d.seq, d.from, d.to,
+			"bytes %d..%d differ from the digest record %d vouches for (no data record covers them)", d.from, d.to, d.seq)
+		p.unexplained = nil
+	}
 	i := 0
 	for i < len(p.windows) && p.windows[i].claimSeq < seq {
 		i++
