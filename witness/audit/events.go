@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/auditfmt"
 )
 
 // The kernel sends each record as one netlink message: its type number,
@@ -80,33 +82,9 @@ func parseHeader(text string) (t time.Time, serial uint64, ok bool) {
 	return time.Unix(s, m*int64(time.Millisecond)), serial, true
 }
 
-// RecordField returns the value of the first name=value field of a record's
-// text, unquoted, and whether it is there. The first occurrence is the
-// kernel's: free text a process supplies (a user message's msg='...', a
-// command's arguments) comes after the kernel's own fields.
-func RecordField(text, name string) (string, bool) {
-	v, ok := rawField(text, name)
-	return strings.Trim(v, `"`), ok
-}
-
-// rawField is RecordField's value as the kernel wrote it: quoted, or hex
-// when the kernel encoded it.
-func rawField(text, name string) (string, bool) {
-	_, body, _ := strings.Cut(text, "): ")
-	for body != "" {
-		var tok string
-		tok, body, _ = strings.Cut(body, " ")
-		k, v, ok := strings.Cut(tok, "=")
-		if ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
-}
-
 // fieldUint reads a numeric field; unsetID when absent or malformed.
 func fieldUint(text, name string) uint32 {
-	v, ok := RecordField(text, name)
+	v, ok := auditfmt.Field(text, name)
 	if !ok {
 		return unsetID
 	}
@@ -135,7 +113,7 @@ func sessionOf(recs []Record) uint32 {
 		}
 	}
 	for _, r := range recs {
-		if _, ok := RecordField(r.Text, "ses"); ok {
+		if _, ok := auditfmt.Field(r.Text, "ses"); ok {
 			return fieldUint(r.Text, "ses")
 		}
 	}

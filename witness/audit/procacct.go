@@ -3,6 +3,8 @@ package audit
 import (
 	"strconv"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/auditfmt"
 )
 
 // Process lifetimes of the lab's session processes, derived from the audit
@@ -71,9 +73,9 @@ func (p *procAcct) event(e *Event) []byte {
 	if !ok {
 		return nil
 	}
-	arch, _ := RecordField(text, "arch")
-	nr, _ := RecordField(text, "syscall")
-	pid, _ := RecordField(text, "pid")
+	arch, _ := auditfmt.Field(text, "arch")
+	nr, _ := auditfmt.Field(text, "syscall")
+	pid, _ := auditfmt.Field(text, "pid")
 	table := syscallsX8664
 	if arch == "40000003" {
 		table = syscallsI386
@@ -81,7 +83,7 @@ func (p *procAcct) event(e *Event) []byte {
 	p.line = p.line[:0]
 	switch nr {
 	case strconv.Itoa(table["execve"]), strconv.Itoa(table["execveat"]):
-		if ok, _ := RecordField(text, "success"); ok != "yes" {
+		if ok, _ := auditfmt.Field(text, "success"); ok != "yes" {
 			return nil
 		}
 		if old, ok := p.live[pid]; ok {
@@ -92,15 +94,15 @@ func (p *procAcct) event(e *Event) []byte {
 			p.overflow++
 			return p.line
 		}
-		c, _ := rawField(text, "comm")
-		x, _ := rawField(text, "exe")
-		ppid, _ := RecordField(text, "ppid")
-		uid, _ := RecordField(text, "uid")
-		auid, _ := RecordField(text, "auid")
-		ses, _ := RecordField(text, "ses")
+		c, _ := auditfmt.RawField(text, "comm")
+		x, _ := auditfmt.RawField(text, "exe")
+		ppid, _ := auditfmt.Field(text, "ppid")
+		uid, _ := auditfmt.Field(text, "uid")
+		auid, _ := auditfmt.Field(text, "auid")
+		ses, _ := auditfmt.Field(text, "ses")
 		p.live[pid] = proc{start: e.Time, ppid: ppid, uid: uid, auid: auid, ses: ses, comm: c, exe: x}
 	case strconv.Itoa(table["exit_group"]):
-		a0, _ := RecordField(text, "a0")
+		a0, _ := auditfmt.Field(text, "a0")
 		st, err := strconv.ParseUint(a0, 16, 64)
 		status := "-"
 		if err == nil {
