@@ -29,7 +29,9 @@ var auditClass = &witnessClass{
 	closeFiles: vocab.AttrAuditFiles, stream: vocab.StreamAudit,
 	stateAttr: vocab.AttrAudit, reasonAttr: vocab.AttrAuditReason,
 	missingKind: KindAuditMissing, extraKind: KindAuditExtra,
-	count: countAuditRecords,
+	count: func(v *verifier, rel string, r io.Reader) (int64, error) {
+		return countAuditRecords(r, v.auditTerms(rel))
+	},
 }
 
 func auditReport(w *witnessEvidence) *AuditReport {
@@ -45,18 +47,24 @@ const maxAuditLine = 1 << 16
 
 var errAuditLine = errors.New("a line is not an audit record (type=<NAME> msg=audit(...))")
 
-// countAuditRecords counts the records of an audit file the sidecar wrote.
-func countAuditRecords(r io.Reader) (int64, error) {
+// countAuditRecords counts the records of an audit file the sidecar wrote,
+// and hands each (its type name and its text, "audit(...): ...", and the
+// line's offset) to learn when it is not nil.
+func countAuditRecords(r io.Reader, learn func(typ, text []byte, off int64)) (int64, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), maxAuditLine)
-	var n int64
+	var n, off int64
 	for sc.Scan() {
 		line := sc.Bytes()
 		name, rest, ok := bytes.Cut(line, []byte(" msg=audit("))
 		if !ok || !bytes.HasPrefix(name, []byte("type=")) || len(rest) == 0 {
 			return n, errAuditLine
 		}
+		if learn != nil {
+			learn(name[len("type="):], line[len(name)+len(" msg="):], off)
+		}
 		n++
+		off += int64(len(line)) + 1
 	}
 	return n, sc.Err()
 }

@@ -57,6 +57,7 @@ const (
 	KindPcapExtra           Kind = "pcap-extra"              // a pcap file no signed record names
 	KindAuditMissing        Kind = "audit-missing"           // an audit file a signed record names is not there
 	KindAuditExtra          Kind = "audit-extra"             // an audit file no signed record names
+	KindAuditForeignSes     Kind = "audit-foreign-ses"       // a session's audit file holds records of another audit session
 	KindVerifierStopped     Kind = "verifier-stopped"        // malformed evidence stopped the verifier
 	// Run level (--run-dir) and the reconciliation with the tool server's tee.
 	KindNotASession       Kind = "not-a-session"       // an entry of the run folder that is not a session folder
@@ -75,7 +76,7 @@ var Kinds = []Kind{
 	KindHeaderMismatch, KindDataDigestMismatch, KindDataMisplaced, KindFileTruncated,
 	KindFileDigestMismatch, KindFileAppended, KindUnsignedTailTooLong, KindUnfinalized,
 	KindCloseUnsigned, KindCountMismatch, KindTimingMalformed, KindTimingTotals,
-	KindRecovered, KindRecoveryInvalid, KindPcapMissing, KindPcapExtra, KindAuditMissing, KindAuditExtra, KindVerifierStopped,
+	KindRecovered, KindRecoveryInvalid, KindPcapMissing, KindPcapExtra, KindAuditMissing, KindAuditExtra, KindAuditForeignSes, KindVerifierStopped,
 	KindNotASession, KindNoSessions, KindRunMismatch, KindTeeWithoutSession,
 	KindTeeMalformed, KindTeeMismatch, KindNotReconciled,
 }
@@ -88,7 +89,10 @@ const (
 	// NoteRunFolderName: the folder holding the session (or the run
 	// folder given) is not named by the signed run id.
 	NoteRunFolderName Kind = "run-folder-name"
+	// NoteAuditOtherTTY: SYSCALL records of the session's audit session
+	// name a terminal other than the slave the sidecar allocated.
+	NoteAuditOtherTTY Kind = "audit-other-tty"
 )
 
 // NoteKinds lists every Kind a note can carry.
-var NoteKinds = []Kind{NoteFolderName, NoteRunFolderName}
+var NoteKinds = []Kind{NoteFolderName, NoteRunFolderName, NoteAuditOtherTTY}

@@ -28,7 +28,7 @@ var pcapClass = &witnessClass{
 	closeFiles: vocab.AttrPcapFiles, stream: vocab.StreamPcap,
 	stateAttr: vocab.AttrPcap, reasonAttr: vocab.AttrPcapReason,
 	missingKind: KindPcapMissing, extraKind: KindPcapExtra,
-	count: countPcapng,
+	count: func(_ *verifier, _ string, r io.Reader) (int64, error) { return countPcapng(r) },
 }
 
 // pcapReport is the report of the pcap evidence; nil when there is none.

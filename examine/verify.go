@@ -182,6 +182,9 @@ type verifier struct {
 	// witnesses collect the claims about each witness's files
 	// (witnessfiles.go): pcap, then audit.
 	witnesses []*witnessEvidence
+	// terms is what the session's audit files say of its audit session
+	// and terminals (auditsession.go).
+	terms *sesTerms
 }
 
 // Verify checks the session in dir against keys the examiner trusts (the
@@ -267,6 +270,7 @@ func verify(files sessionFiles, keys Keys, opts Options) (v *verifier) {
 		w.check(v)
 	}
 	rep.Pcap, rep.Audit = pcapReport(v.witnesses[0]), auditReport(v.witnesses[1])
+	v.reportTerms()
 	return v
 }
 

@@ -44,8 +44,10 @@ type witnessClass struct {
 	// missingKind and extraKind are the anomaly kinds of a file a signed
 	// record names that is not there, and of one no signed record names.
 	missingKind, extraKind Kind
-	// count counts what a file holds, once its digest matched.
-	count func(io.Reader) (int64, error)
+	// count counts what a file holds, once its digest matched; it may
+	// learn more of it for the verifier (the audit records' sessions and
+	// terminals, audit.go).
+	count func(v *verifier, rel string, r io.Reader) (int64, error)
 }
 
 // WitnessReport is what the record says of one witness's files.
@@ -213,7 +215,7 @@ func (w *witnessEvidence) checkFile(v *verifier, c fileClaim) bool {
 	if !digestMatches(v, f, c, rel) {
 		return false
 	}
-	n, err := w.class.count(io.NewSectionReader(f, 0, c.size))
+	n, err := w.class.count(v, rel, io.NewSectionReader(f, 0, c.size))
 	if err != nil || n != c.count {
 		v.anomaly(KindCountMismatch, rel, c.seq, -1, "holds %d %s (%v), record %d counts %d", n, w.class.countAttr, err, c.seq, c.count)
 		return false

@@ -198,6 +198,9 @@ func printReport(w io.Writer, rep *examine.Report) {
 	if a := rep.Audit; a != nil {
 		printLine(w, "     audit: %s%s, %d files, %d records verified", a.State, reasonSuffix(a.Reason), a.Files, a.Records)
 	}
+	if a := rep.AuditSession; a != nil && a.Terminals() != "" {
+		printLine(w, "     audit session %d on %s: %s", a.Ses, a.TTY, a.Terminals())
+	}
 	for _, g := range rep.Gaps {
 		switch g.Stream {
 		case vocab.StreamPcap:
