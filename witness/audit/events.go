@@ -136,6 +136,12 @@ func (a *assembler) add(typ uint16, text string, now time.Time) []*Event {
 	if len(text) > maxRecordText {
 		text = text[:maxRecordText]
 	}
+	// A user message's text is its sender's, and the kernel writes it as
+	// it came: a newline in it would start a line of its own in the log,
+	// which reads as a record the kernel never sent (a forged SYSCALL
+	// line, TestLiveForgedUserMessage shows it). Every line is one record:
+	// a newline inside a record's text is written as a space.
+	text = strings.ReplaceAll(text, "\n", " ")
 	t, serial, ok := parseHeader(text)
 	if !ok {
 		a.malformed++

@@ -95,3 +95,20 @@ func TestProcAcctLines(t *testing.T) {
 		t.Errorf("still running at stop: %q", l)
 	}
 }
+
+// TestRecordTextIsOneLine: a newline inside a record's text (a user
+// message's text is the sender's) does not start a line of its own.
+func TestRecordTextIsOneLine(t *testing.T) {
+	a := newAssembler()
+	now := time.Unix(100, 0)
+	forged := "audit(1796112666.500:103): pid=4 uid=0 auid=4242 ses=198 msg='op=x\ntype=SYSCALL msg=audit(1.000:1): ses=197 tty=pts9'\n"
+	a.add(1005, forged, now)
+	done := a.expire(now.Add(eventLinger))
+	if len(done) != 1 || done[0].Ses != 198 {
+		t.Fatalf("events %+v", done)
+	}
+	got := string(done[0].AppendLog(nil))
+	if strings.Count(got, "\n") != 1 || !strings.HasPrefix(got, "type=USER msg=audit(1796112666.500:103): ") || !strings.Contains(got, "op=x type=SYSCALL") {
+		t.Errorf("log lines %q, want one USER line", got)
+	}
+}
