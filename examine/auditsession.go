@@ -180,7 +180,7 @@ func orNone(s string) string {
 
 // Terminals is the cross-check as the verify command prints it: the
 // SYSCALL records per terminal, and whether they are the session's own
-// ("pts3 120, (none) 4: the session's terminal only"); "" when no audit
+// ("120 SYSCALL records ((none) 4, pts3 116): on the session's terminal or none"); "" when no audit
 // file was read.
 func (a *AuditSessionReport) Terminals() string {
 	if a.OwnTTYSeen == nil {
@@ -202,5 +202,5 @@ func (a *AuditSessionReport) Terminals() string {
 	case !*a.OwnTTYSeen:
 		return s + ": none on the session's terminal"
 	}
-	return s + ": the session's terminal only"
+	return s + ": on the session's terminal or none"
 }

@@ -120,13 +120,13 @@ func TestAuditTerminalCrossCheck(t *testing.T) {
 		statement string
 	}{
 		{"own slave and none", syscallLine(1, "pts3", "7") + execveLine + syscallLine(2, "(none)", "7") + userMsg + failedLogin,
-			map[string]int64{"pts3": 1, "(none)": 1}, true, nil, nil, "the session's terminal only"},
+			map[string]int64{"pts3": 1, "(none)": 1}, true, nil, nil, "on the session's terminal or none"},
 		{"a pty of its own", syscallLine(1, "pts3", "7") + syscallLine(2, "pts5", "7") + syscallLine(3, "pts5", "7"),
 			map[string]int64{"pts3": 1, "pts5": 2}, true, nil, []examine.Kind{examine.NoteAuditOtherTTY}, "other than the session's"},
 		{"never its slave", syscallLine(1, "pts8", "7"),
 			map[string]int64{"pts8": 1}, false, nil, []examine.Kind{examine.NoteAuditOtherTTY}, "other than the session's"},
 		{"another session's record", syscallLine(1, "pts3", "7") + syscallLine(2, "pts4", "8") + syscallLine(3, "pts4", "8"),
-			map[string]int64{"pts3": 1}, true, []examine.Kind{examine.KindAuditForeignSes}, nil, "the session's terminal only"},
+			map[string]int64{"pts3": 1}, true, []examine.Kind{examine.KindAuditForeignSes}, nil, "on the session's terminal or none"},
 		{"an unreadable tty", syscallLine(1, "pts3\x1b[2J", "7"),
 			map[string]int64{"(unreadable)": 1}, false, nil, []examine.Kind{examine.NoteAuditOtherTTY}, "other than the session's"},
 	} {
