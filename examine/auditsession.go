@@ -65,7 +65,7 @@ const (
 )
 
 var (
-	ttyName   = regexp.MustCompile(`^(\(none\)|[A-Za-z0-9_.-]{1,32})$`)
+	ttyName   = regexp.MustCompile(`^(\(none\)|[A-Za-z0-9_.\[\]-]{1,32})$`)
 	slavePath = regexp.MustCompile(`^/dev/pts/([0-9]{1,9})$`)
 )
 
@@ -80,8 +80,8 @@ type sesTerms struct {
 // auditTerms returns what learns the cross-check from one verified audit
 // file (rel), or nil when the session has no signed audit session id to
 // check it against. A record of another audit session than the session's
-// is an anomaly: the witness writes into a session's files only the events
-// of its ses.
+// is an anomaly, the first of each file reported: the witness writes into
+// a session's files only the events of its ses.
 func (v *verifier) auditTerms(rel string) func(typ, text []byte, off int64) {
 	a := v.rep.AuditSession
 	if a == nil || a.Ses == 0 || a.seq > v.rep.LastVerifiedSeq {
@@ -102,7 +102,7 @@ func (v *verifier) auditTerms(rel string) func(typ, text []byte, off int64) {
 		if ok && ses != t.ses {
 			if foreign++; foreign == 1 {
 				v.anomaly(KindAuditForeignSes, rel, -1, off, "a %s record of audit session %s in the files of audit session %s (the %s record's)",
-					safeTTY(string(typ)), safeTTY(ses), t.ses, vocab.TypeAuditSession)
+					printable(string(typ)), printable(ses), t.ses, vocab.TypeAuditSession)
 			}
 			return
 		}
@@ -111,7 +111,7 @@ func (v *verifier) auditTerms(rel string) func(typ, text []byte, off int64) {
 		}
 		t.syscalls++
 		tty, _ := auditfmt.Field(s, "tty")
-		tty = safeTTY(tty)
+		tty = printable(tty)
 		if _, known := t.ttys[tty]; !known && len(t.ttys) >= maxTTYNames {
 			tty = moreTTYs
 		}
@@ -119,8 +119,9 @@ func (v *verifier) auditTerms(rel string) func(typ, text []byte, off int64) {
 	}
 }
 
-// safeTTY is a name from a record as the report may print it.
-func safeTTY(name string) string {
+// printable is a name from a record (a terminal, a record type, an id) as
+// the report may print it.
+func printable(name string) string {
 	if ttyName.MatchString(name) {
 		return name
 	}
