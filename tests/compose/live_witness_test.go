@@ -24,12 +24,17 @@ const (
 const witnessCapMask = 1 << capNetRaw
 
 // liveWitnessCaps: the running sidecar holds exactly its witnesses'
-// capabilities and says pcap=ok (readiness file and health); the workload's
+// capabilities and says pcap=ok, auditd=disabled (readiness file and health); the workload's
 // bounding set has none of the audit capabilities, and keeps NET_RAW.
 func liveWitnessCaps(t *testing.T, s *liveStack) {
 	out := mustRun(t, 20*time.Second, nil, "docker", "exec", sidecarName, "aptl-kali-capture", "health")
-	if strings.TrimSpace(out) != "healthy pcap=ok" {
-		t.Errorf("health in the sidecar: %q, want \"healthy pcap=ok\"", out)
+	// The audit witness cannot run in the sidecar's namespaces (the
+	// kernel takes rules only from the initial PID namespace and multicasts
+	// records only in the initial network namespace: compose/README.md), so
+	// the reference pair does not select its class.
+	const wantHealth = "healthy pcap=ok auditd=disabled procacct=disabled"
+	if strings.TrimSpace(out) != wantHealth {
+		t.Errorf("health in the sidecar: %q, want %q", out, wantHealth)
 	}
 	// The readiness file as the sidecar wrote it (the image has no cat: docker cp).
 	mustRun(t, 20*time.Second, nil, "docker", "cp", sidecarName+":/var/lib/aptl-kali-capture-ready/ready", filepath.Join(s.dir, "ready"))
