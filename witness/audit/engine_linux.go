@@ -88,7 +88,9 @@ type Engine struct {
 	acct     *procAcct
 	gapsLog  *rootLog
 	stats    Stats
-	idleAt   time.Time // the last time the socket was found empty
+	// settledAt is the instant before which every record the kernel
+	// sent has been read and every event delivered (assembler.settled).
+	settledAt time.Time
 
 	lostAt uint32
 	stop   atomic.Bool
@@ -103,9 +105,7 @@ func Start(cfg Config) (_ *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{ctl: ctl, log: cfg.Log, bound: map[uint32][]*witness{}, known: map[uint32]bool{},
-		pending: map[uint32][]*Event{}, pendAt: map[uint32]time.Time{}, open: map[*witness]bool{},
-		acct: newProcAcct(), done: make(chan struct{}), undo: func() {}}
+	e := newEngine(ctl, cfg.Log)
 	// On failure, undo in reverse: whatever was added is removed.
 	defer func() {
 		if err != nil {
@@ -138,6 +138,13 @@ func Start(cfg Config) (_ *Engine, err error) {
 	e.stats.Rules = len(e.added)
 	go e.loop()
 	return e, nil
+}
+
+// newEngine is an engine with no rules loaded and no files open.
+func newEngine(ctl *control, log *slog.Logger) *Engine {
+	return &Engine{ctl: ctl, log: log, bound: map[uint32][]*witness{}, known: map[uint32]bool{},
+		pending: map[uint32][]*Event{}, pendAt: map[uint32]time.Time{}, open: map[*witness]bool{},
+		acct: newProcAcct(), done: make(chan struct{}), undo: func() {}}
 }
 
 // prepareKernel enables auditing if it is off (syscall records need it;
@@ -272,26 +279,40 @@ func (e *Engine) loop() {
 	for !e.stop.Load() {
 		data, err := e.mc.read(buf, pollEvery)
 		now := time.Now()
-		switch {
-		case errors.Is(err, errOverrun):
-			e.gap(vocab.GapAuditOverrun, 1, now)
-		case err != nil:
-			e.log.Warn("audit: read records", "err", err.Error())
-			time.Sleep(pollEvery)
-		case data == nil:
-			e.deliver(asm.expire(now))
-			e.mu.Lock()
-			e.idleAt = now
-			e.mu.Unlock()
-		default:
-			e.deliver(parseDatagram(asm, data, now))
-		}
+		e.turn(asm, data, err, now)
 		if now.After(nextStatus) {
 			nextStatus = now.Add(statusEvery)
 			e.pollLost(now)
 		}
 	}
 	e.deliver(asm.flush())
+}
+
+// turn takes the outcome of one read: a datagram, nothing (the socket
+// was empty for pollEvery) or an error.
+func (e *Engine) turn(asm *assembler, data []byte, err error, now time.Time) {
+	idle := false
+	switch {
+	case errors.Is(err, errOverrun):
+		e.gap(vocab.GapAuditOverrun, 1, now)
+	case err != nil:
+		e.log.Warn("audit: read records", "err", err.Error())
+		time.Sleep(pollEvery)
+	case data == nil:
+		idle = true
+	default:
+		e.deliver(parseDatagram(asm, data, now))
+	}
+	// Events with no EOE (user messages, and other records outside a
+	// syscall) are complete eventLinger after their last record. They are
+	// expired on every turn, not only when the socket is found empty: on
+	// a busy host it never is, and they would wait for the engine's stop
+	// (TestLiveBusyHost).
+	e.deliver(asm.expire(now))
+	settled := asm.settled(idle, now)
+	e.mu.Lock()
+	e.settledAt = settled
+	e.mu.Unlock()
 }
 
 // parseDatagram adds the records of one datagram to the assembler. The
@@ -436,13 +457,13 @@ func (e *Engine) attach(w *witness) {
 	e.open[w] = true
 }
 
-// detach ends w's share once the engine has read what the kernel sent
-// before end (bounded by catchUpBound).
+// detach ends w's share once the engine has read and delivered what the
+// kernel sent before end (bounded by catchUpBound).
 func (e *Engine) detach(w *witness, ses uint32, end time.Time) {
 	deadline := time.Now().Add(catchUpBound)
 	for time.Now().Before(deadline) && !e.stop.Load() {
 		e.mu.Lock()
-		caught := e.idleAt.After(end)
+		caught := e.settledAt.After(end)
 		e.mu.Unlock()
 		if caught {
 			break

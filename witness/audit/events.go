@@ -126,6 +126,8 @@ type assembler struct {
 	order []uint64 // serials in arrival order of their first record
 	// Malformed counts records whose text has no audit(...) header.
 	malformed int64
+	// latest is the kernel time of the newest record taken.
+	latest time.Time
 }
 
 func newAssembler() *assembler { return &assembler{open: map[uint64]*Event{}} }
@@ -146,6 +148,9 @@ func (a *assembler) add(typ uint16, text string, now time.Time) []*Event {
 	if !ok {
 		a.malformed++
 		return nil
+	}
+	if t.After(a.latest) {
+		a.latest = t
 	}
 	var done []*Event
 	e := a.open[serial]
@@ -187,6 +192,35 @@ func (a *assembler) expire(now time.Time) []*Event {
 		done = append(done, a.complete(e.Serial))
 	}
 	return done
+}
+
+// stampCoarseness is how far a record's kernel time can trail the instant
+// it stands for: the kernel reads a coarse clock (one tick, 4 ms at
+// HZ=250) and the text keeps milliseconds.
+const stampCoarseness = 20 * time.Millisecond
+
+// settled is the instant before which every record has been taken and
+// every event completed. When the socket was just found empty that is
+// now; on a busy socket, the kernel time of the newest record taken, less
+// the clock's coarseness. It is never later than the first open event
+// (events are opened in the kernel's order, so that is the oldest).
+func (a *assembler) settled(idle bool, now time.Time) time.Time {
+	at := a.latest.Add(-stampCoarseness)
+	if idle {
+		at = now
+	}
+	for len(a.order) > 0 {
+		e := a.open[a.order[0]]
+		if e == nil {
+			a.order = a.order[1:]
+			continue
+		}
+		if e.Time.Before(at) {
+			at = e.Time
+		}
+		break
+	}
+	return at
 }
 
 // flush completes every open event.

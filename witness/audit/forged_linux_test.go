@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,8 +67,39 @@ func forgeUserMessages(marker string) error {
 // kernel's ses, never by their text, and writes each as one USER line:
 // nothing of the forged text becomes a SYSCALL line, and the session
 // verifies with no record of another session and no other terminal.
+//
+// It runs on a quiet host and on a busy one, where another login's
+// processes keep the audit socket from ever being found empty: the user
+// message, which has no EOE, must still reach the session before it
+// closes (the session closes as soon as its process has exited).
 func TestLiveForgedUserMessage(t *testing.T) {
 	requireAudit(t)
+	t.Run("quiet", func(t *testing.T) { forgeInSession(t) })
+	t.Run("busy", func(t *testing.T) {
+		busyHost(t)
+		forgeInSession(t)
+	})
+}
+
+// busyHost starts, for the rest of the test, a process of another login
+// (auid 5000, never bound) that runs /bin/true in a loop: each exec is an
+// event on the audit socket.
+func busyHost(t *testing.T) {
+	noise := exec.Command("bash", "-c", "echo 5000 > /proc/self/loginuid || exit 9; while :; do /bin/true; done")
+	if err := noise.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		noise.Process.Kill()
+		noise.Wait()
+	})
+	time.Sleep(100 * time.Millisecond)
+	if noise.ProcessState != nil {
+		t.Fatalf("the busy process ended at once: %v", noise.ProcessState)
+	}
+}
+
+func forgeInSession(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Skipf("the test binary cannot find itself to run as the forging process: %v", err)
@@ -111,7 +143,6 @@ func TestLiveForgedUserMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait()
-	time.Sleep(300 * time.Millisecond)
 	if err := sess.Close(0); err != nil {
 		t.Fatal(err)
 	}
