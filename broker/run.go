@@ -355,9 +355,14 @@ func (r *run) copyOutput(o *output) {
 		if n > 0 {
 			if delivering != nil {
 				<-delivering
+				delivering = nil
 			}
-			delivering = make(chan struct{})
-			go r.deliver(o, batch, n, delivering)
+			if n <= inlineDeliveryMax {
+				r.deliver(o, batch, n, nil)
+			} else {
+				delivering = make(chan struct{})
+				go r.deliver(o, batch, n, delivering)
+			}
 		}
 		if err != nil {
 			// EIO (master without slaves), EOF (pipe), deadline (drain
@@ -376,10 +381,22 @@ func (r *run) copyOutput(o *output) {
 	}
 }
 
+// inlineDeliveryMax is the largest batch copyOutput delivers itself rather
+// than on a goroutine of its own. A burst of bulk output is delivered while
+// the next batch is read and recorded (two batches in flight); an
+// interactive answer (a prompt, a command's few lines) is one small batch
+// with nothing to overlap, and handing it to another goroutine only adds a
+// wake-up to the round trip. Delivering it inline blocks the reading while
+// the channel write waits for the client's window, which is the back
+// pressure sshd applies too.
+const inlineDeliveryMax = 16 << 10
+
 // deliver writes a recorded batch of o to the client's channel, returns
-// the batch to the pool and closes done.
+// the batch to the pool and closes done (when not nil).
 func (r *run) deliver(o *output, batch *[]byte, n int, done chan<- struct{}) {
-	defer close(done)
+	if done != nil {
+		defer close(done)
+	}
 	defer putBatch(batch)
 	defer recoverSession(r.log)
 	if o.undeliverable {
