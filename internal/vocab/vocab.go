@@ -66,6 +66,7 @@ const (
 	AttrCloseBytes = "bytes_" // + stream: every byte counted, stored or not
 
 	AttrReason   = "reason"
+	AttrError    = "error" // a gap record's error: the write that failed, the restore that was refused
 	AttrCount    = "count"
 	AttrRows     = "rows"
 	AttrCols     = "cols"
@@ -255,6 +256,13 @@ const (
 	GapAuditRotation    = "audit-rotation-limit" // records past the file limit, not stored
 	GapAuditWriteFailed = "audit-write-failed"   // an audit file write failed; later records not stored
 )
+
+// GapReasons lists every gap reason, in the README's order.
+var GapReasons = []string{
+	GapSizeLimit, GapWriteFailed, GapTimingWriteFailed,
+	GapPcapRotation, GapPcapKernelDrops, GapPcapWriteFailed, GapPcapLinkType, GapPcapQueueFull,
+	GapAuditLost, GapAuditOverrun, GapAuditRotation, GapAuditWriteFailed,
+}
 
 // Audit attribution (recorder/attribution.go): the session's kernel audit
 // session id, which the launcher set through the session process's loginuid
