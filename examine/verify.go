@@ -105,13 +105,22 @@ type Report struct {
 	SignedTSSize, SignedTMSize int64 `json:"-"`
 }
 
-// Gap is data the log says was not stored, or not timed, and why.
+// Gap is data the log says was not stored, or not timed, and why; or a
+// window in which a witness was blind (First to Last).
 type Gap struct {
 	Seq    int64  `json:"record"`
 	Reason string `json:"reason"`
 	Stream string `json:"stream"`
 	Len    int64  `json:"len"`
-	Count  int64  `json:"count,omitempty"` // packets or audit events, for a witness's stream
+	Count  int64  `json:"count,omitempty"` // packets, audit events, or an audit window's rules not in effect
+	// First and Last are when the witness's gap began and ended, as its
+	// record says (RFC 3339): the first and last packet not stored, or an
+	// audit window; First alone is when an audit loss was noticed.
+	First string `json:"first,omitempty"`
+	Last  string `json:"last,omitempty"`
+	// Error is the record's error: the write that failed, or the restore
+	// the kernel refused (the audit window was still open at Last).
+	Error string `json:"error,omitempty"`
 }
 
 // Totals are bytes per stream: recorded in the chain, and stored in the typescript.
@@ -448,11 +457,11 @@ func (v *verifier) noteGap(r *integrity.Record, seq int64) {
 	if r.Type != vocab.TypeGap {
 		return
 	}
-	g := Gap{Seq: seq, Reason: r.Attrs["reason"]}
+	g := Gap{Seq: seq, Reason: r.Attrs[vocab.AttrReason], First: r.Attrs[vocab.AttrFirst], Last: r.Attrs[vocab.AttrLast], Error: r.Attrs[vocab.AttrError]}
 	if r.Data != nil {
 		g.Stream, g.Len = r.Data.Stream, r.Data.Len
 	} else {
-		g.Stream = r.Attrs["stream"]
+		g.Stream = r.Attrs[vocab.AttrStream]
 		g.Len, _ = strconv.ParseInt(r.Attrs["len"], 10, 64)
 	}
 	if g.Reason == vocab.GapTimingWriteFailed {

@@ -166,12 +166,12 @@ func (w *witnessEvidence) check(v *verifier) {
 	w.noExtra(v, expected, current)
 }
 
-// fillGaps states the witness's gaps among the report's gaps, with their counts.
+// fillGaps gives the witness's gaps among the report's gaps their counts.
 func (w *witnessEvidence) fillGaps(v *verifier) {
 	for _, g := range w.gaps {
 		for i := range v.rep.Gaps {
 			if v.rep.Gaps[i].Seq == g.Seq {
-				v.rep.Gaps[i] = g
+				v.rep.Gaps[i].Count = g.Count
 			}
 		}
 	}

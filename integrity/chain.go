@@ -142,7 +142,7 @@ func (c *Writer) TimingGap(stream string, n int, cause error) error {
 		return err
 	}
 	return c.write(Record{Type: vocab.TypeGap, Attrs: map[string]string{
-		vocab.AttrReason: vocab.GapTimingWriteFailed, "stream": stream, "len": strconv.Itoa(n), "error": cause.Error(),
+		vocab.AttrReason: vocab.GapTimingWriteFailed, vocab.AttrStream: stream, "len": strconv.Itoa(n), vocab.AttrError: cause.Error(),
 	}})
 }
 

@@ -207,6 +207,12 @@ func printReport(w io.Writer, rep *examine.Report) {
 			printLine(w, "     gap: record %d, %d packets of the pcap capture: %s", g.Seq, g.Count, g.Reason)
 			continue
 		case vocab.StreamAudit:
+			if g.Last != "" {
+				// A window in which the witness was blind: nothing was
+				// counted, its rules were out of effect.
+				printLine(w, "     gap: record %d, the audit witness was blind from %s to %s, %d rules out of effect: %s%s", g.Seq, g.First, g.Last, g.Count, g.Reason, stillOpen(g.Error))
+				continue
+			}
 			printLine(w, "     gap: record %d, %d audit records or events: %s", g.Seq, g.Count, g.Reason)
 			continue
 		}
@@ -215,6 +221,15 @@ func printReport(w io.Writer, rep *examine.Report) {
 	for _, a := range rep.Anomalies {
 		printLine(w, "     %s", a)
 	}
+}
+
+// stillOpen words an audit window's error: its restore was refused, so it
+// was still open at its last instant.
+func stillOpen(err string) string {
+	if err == "" {
+		return ""
+	}
+	return " (still open then: " + err + ")"
 }
 
 func reasonSuffix(reason string) string {

@@ -66,6 +66,7 @@ const (
 	AttrCloseBytes = "bytes_" // + stream: every byte counted, stored or not
 
 	AttrReason   = "reason"
+	AttrError    = "error" // a gap record's error: the write that failed, the restore that was refused
 	AttrCount    = "count"
 	AttrRows     = "rows"
 	AttrCols     = "cols"
@@ -254,7 +255,19 @@ const (
 	GapAuditOverrun     = "audit-overrun"        // the witness's multicast buffer overflowed
 	GapAuditRotation    = "audit-rotation-limit" // records past the file limit, not stored
 	GapAuditWriteFailed = "audit-write-failed"   // an audit file write failed; later records not stored
+	// The witness was blind for a window (AttrFirst to AttrLast): the
+	// kernel recorded nothing it relies on, so nothing was lost that
+	// could be counted. count is the witness's rules not in effect.
+	GapAuditDisabled     = "audit-disabled"      // someone turned the kernel's auditing off
+	GapAuditRulesRemoved = "audit-rules-removed" // someone removed rules the witness relies on
 )
+
+// GapReasons lists every gap reason, in the README's order.
+var GapReasons = []string{
+	GapSizeLimit, GapWriteFailed, GapTimingWriteFailed,
+	GapPcapRotation, GapPcapKernelDrops, GapPcapWriteFailed, GapPcapLinkType, GapPcapQueueFull,
+	GapAuditLost, GapAuditOverrun, GapAuditRotation, GapAuditWriteFailed, GapAuditDisabled, GapAuditRulesRemoved,
+}
 
 // Audit attribution (recorder/attribution.go): the session's kernel audit
 // session id, which the launcher set through the session process's loginuid

@@ -1,6 +1,7 @@
 package vocab
 
 import (
+	"regexp"
 	"slices"
 	"testing"
 
@@ -44,3 +45,28 @@ func TestReadmeListsTheVocabulary(t *testing.T) {
 	}
 	sameSet(t, "integrity record types", types, RecordTypes)
 }
+
+// TestReadmeListsTheGapReasons holds the README's gap row to every gap
+// reason the code writes: the row also names attributes and settings, so
+// each reason must be there, and each name there that looks like a reason
+// (lowercase words joined by hyphens, as every reason is) must be one.
+func TestReadmeListsTheGapReasons(t *testing.T) {
+	var row []string
+	for _, r := range readmeTable(t, "### Integrity log and verification") {
+		if slices.Equal(names(r[0]), []string{TypeGap}) {
+			row = names(r[1])
+		}
+	}
+	if row == nil {
+		t.Fatal("README.md's integrity record table has no gap row")
+	}
+	var listed []string
+	for _, n := range row {
+		if reasonLike.MatchString(n) && !slices.Contains(listed, n) {
+			listed = append(listed, n)
+		}
+	}
+	sameSet(t, "gap reasons (gap row)", listed, GapReasons)
+}
+
+var reasonLike = regexp.MustCompile(`^[a-z]+(-[a-z]+)+$`)

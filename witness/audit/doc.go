@@ -17,6 +17,11 @@
 // (recorder.AuditBinder). The ses is agent-reported; the records are the
 // kernel's.
 //
+// Gaps: records the kernel lost, and windows in which someone else turned
+// auditing off or removed the witness's rules (kernelwatch_linux.go: the
+// engine restores them and states each window), are gap records of every
+// open session and lines of <root>/_audit/gaps.log.
+//
 // The netlink side (netlink_linux.go, engine_linux.go) is Linux-only; the
 // rules parser and the record format are plain Go and tested everywhere.
 package audit

@@ -69,13 +69,32 @@ type Stats struct {
 	Overruns     uint64 // multicast buffer overflows
 }
 
+// kernel is what the engine asks of the kernel's audit: control, the
+// audit netlink, or a unit test's kernel.
+type kernel interface {
+	status() (status, error)
+	set(mask, enabled, backlogLimit uint32) error
+	addRule(d ruleData) error
+	delRule(d ruleData) error
+	listRules() ([]ruleData, error)
+	Close() error
+}
+
 // Engine is the audit witness's engine, shared by every session.
 type Engine struct {
-	ctl   *control
-	mc    *multicast
-	log   *slog.Logger
-	added []ruleData // the rules this engine added, to remove at stop
-	undo  func()     // restores what start changed in the kernel's status
+	ctl kernel
+	mc  *multicast
+	log *slog.Logger
+	// rules are the rules the engine relies on: those it loaded and those
+	// it found loaded (kernelwatch_linux.go); byForm finds them by their
+	// listed form. Only the loop changes them once it runs.
+	rules  []reliedRule
+	byForm map[listedIndex][]int
+	undo   func() // restores the backlog limit start raised
+	// ownsEnabled: the engine turned auditing on (at start, or after
+	// someone turned it off), so it turns it off at stop if no rule remains.
+	ownsEnabled bool
+	listWarned  bool // a failed listing was warned about; cleared by one that works
 
 	mu       sync.Mutex // protects what follows
 	bound    map[uint32][]*witness
@@ -91,6 +110,9 @@ type Engine struct {
 	// settledAt is the instant before which every record the kernel
 	// sent has been read and every event delivered (assembler.settled).
 	settledAt time.Time
+	// disabled and removed are the checks of auditing on and of the
+	// relied rules: their open windows reach every session (attach, detach).
+	disabled, removed blindness
 
 	lostAt uint32
 	stop   atomic.Bool
@@ -129,19 +151,22 @@ func Start(cfg Config) (_ *Engine, err error) {
 	if err := e.loadRules(rules); err != nil {
 		return nil, err
 	}
+	if err := e.learnListedForms(time.Now()); err != nil {
+		return nil, err
+	}
 	if err := e.openFiles(cfg); err != nil {
 		return nil, err
 	}
 	if st, err = ctl.status(); err == nil {
 		e.lostAt = st.Lost
 	}
-	e.stats.Rules = len(e.added)
+	e.stats.Rules = e.ownedRules()
 	go e.loop()
 	return e, nil
 }
 
 // newEngine is an engine with no rules loaded and no files open.
-func newEngine(ctl *control, log *slog.Logger) *Engine {
+func newEngine(ctl kernel, log *slog.Logger) *Engine {
 	return &Engine{ctl: ctl, log: log, bound: map[uint32][]*witness{}, known: map[uint32]bool{},
 		pending: map[uint32][]*Event{}, pendAt: map[uint32]time.Time{}, open: map[*witness]bool{},
 		acct: newProcAcct(), done: make(chan struct{}), undo: func() {}}
@@ -151,28 +176,22 @@ func newEngine(ctl *control, log *slog.Logger) *Engine {
 // the daemon pid is never set) and raises the backlog limit to the rules
 // file's -b. Both are restored at stop if nobody changed them meanwhile.
 func (e *Engine) prepareKernel(st status, backlog uint32) error {
-	var undo []func()
 	if st.Enabled == 0 {
 		if err := e.ctl.set(statusEnabled, 1, 0); err != nil {
 			return fmt.Errorf("audit: enable auditing: %w", err)
 		}
 		e.log.Warn("audit: the kernel's auditing was off; the witness enabled it and turns it off at stop when no other rules remain")
-		undo = append(undo, e.disableIfUnused)
+		e.ownsEnabled = true
 	}
 	if backlog > st.BacklogLimit {
 		if err := e.ctl.set(statusBacklog, 0, backlog); err != nil {
 			return fmt.Errorf("audit: raise the backlog limit to %d: %w", backlog, err)
 		}
 		was := st.BacklogLimit
-		undo = append(undo, func() {
+		e.undo = func() {
 			if now, err := e.ctl.status(); err == nil && now.BacklogLimit == backlog {
 				e.ctl.set(statusBacklog, 0, was)
 			}
-		})
-	}
-	e.undo = func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
 		}
 	}
 	return nil
@@ -191,8 +210,11 @@ func (e *Engine) disableIfUnused() {
 }
 
 // loadRules adds each rule. A rule the kernel already has (EEXIST) is
-// someone else's: it is used, not owned, and not removed at stop.
+// someone else's: it is used, not owned, and not removed at stop. Either
+// way the engine relies on it (kernelwatch_linux.go). A rule that repeats
+// an earlier one of the file is the same kernel rule, relied on once.
 func (e *Engine) loadRules(rules []Rule) error {
+next:
 	for _, r := range rules {
 		if r.Watch != "" {
 			if fi, err := os.Stat(r.Watch); err == nil && fi.IsDir() {
@@ -201,15 +223,21 @@ func (e *Engine) loadRules(rules []Rule) error {
 			e.log.Warn("audit: a watch resolves in the sidecar's mount namespace, not the workload's", "rule", r.Where, "path", r.Watch)
 		}
 		d := r.kernelForm()
+		for _, o := range e.rules {
+			if o.load.sameRule(d) {
+				continue next
+			}
+		}
 		err := e.ctl.addRule(d)
 		if errors.Is(err, syscall.EEXIST) {
 			e.log.Info("audit: rule already loaded by someone else; left in place at stop", "rule", r.Where)
+			e.rules = append(e.rules, reliedRule{where: r.Where, load: d})
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("audit: load the rule of %s: %w", r.Where, err)
 		}
-		e.added = append(e.added, d)
+		e.rules = append(e.rules, reliedRule{where: r.Where, load: d, owned: true})
 	}
 	return nil
 }
@@ -238,13 +266,19 @@ func (e *Engine) Close() error {
 
 func (e *Engine) release() error {
 	var errs []error
-	for _, d := range e.added {
-		if err := e.ctl.delRule(d); err != nil {
-			errs = append(errs, fmt.Errorf("audit: remove a rule it added: %w", err))
+	for _, r := range e.rules {
+		if !r.owned {
+			continue
+		}
+		if err := e.ctl.delRule(r.load); err != nil && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("audit: remove the rule of %s it added: %w", r.where, err))
 		}
 	}
-	e.added = nil
+	e.rules = nil
 	e.undo()
+	if e.ownsEnabled {
+		e.disableIfUnused()
+	}
 	e.mu.Lock()
 	if e.procLog != nil {
 		errs = append(errs, e.procLog.write(e.acct.end()))
@@ -282,7 +316,7 @@ func (e *Engine) loop() {
 		e.turn(asm, data, err, now)
 		if now.After(nextStatus) {
 			nextStatus = now.Add(statusEvery)
-			e.pollLost(now)
+			e.pollStatus(now)
 		}
 	}
 	e.deliver(asm.flush())
@@ -294,7 +328,7 @@ func (e *Engine) turn(asm *assembler, data []byte, err error, now time.Time) {
 	idle := false
 	switch {
 	case errors.Is(err, errOverrun):
-		e.gap(vocab.GapAuditOverrun, 1, now)
+		e.gap(gapRecord{reason: vocab.GapAuditOverrun, count: 1, at: now})
 	case err != nil:
 		e.log.Warn("audit: read records", "err", err.Error())
 		time.Sleep(pollEvery)
@@ -334,9 +368,10 @@ func parseDatagram(asm *assembler, data []byte, now time.Time) []*Event {
 	return done
 }
 
-// pollLost states a rise of the kernel's lost counter as a gap of every
-// open session: any lost record may have been one of theirs.
-func (e *Engine) pollLost(now time.Time) {
+// pollStatus states a rise of the kernel's lost counter as a gap of every
+// open session (any lost record may have been one of theirs), and checks
+// that what the witness relies on is in place (checkKernel).
+func (e *Engine) pollStatus(now time.Time) {
 	st, err := e.ctl.status()
 	if err != nil {
 		e.log.Warn("audit: read the kernel's audit status", "err", err.Error())
@@ -344,25 +379,31 @@ func (e *Engine) pollLost(now time.Time) {
 	}
 	if rise := st.Lost - e.lostAt; rise > 0 {
 		e.lostAt = st.Lost
-		e.gap(vocab.GapAuditLost, uint64(rise), now)
+		e.gap(gapRecord{reason: vocab.GapAuditLost, count: uint64(rise), at: now})
 	}
+	e.checkKernel(st, now)
 	e.expirePending(now)
 }
 
-func (e *Engine) gap(reason string, n uint64, now time.Time) {
+func (e *Engine) gap(g gapRecord) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if reason == vocab.GapAuditLost {
-		e.stats.Lost += n
-	} else {
-		e.stats.Overruns += n
+	e.gapLocked(g)
+}
+
+// gapLocked writes g to _audit/gaps.log and to every open session. Callers hold mu.
+func (e *Engine) gapLocked(g gapRecord) {
+	switch g.reason {
+	case vocab.GapAuditLost:
+		e.stats.Lost += g.count
+	case vocab.GapAuditOverrun:
+		e.stats.Overruns += g.count
 	}
-	line := fmt.Sprintf("time=%s reason=%s count=%d\n", now.UTC().Format(time.RFC3339Nano), reason, n)
-	if err := e.gapsLog.write([]byte(line)); err != nil {
+	if err := e.gapsLog.write(g.appendLine(nil)); err != nil {
 		e.log.Warn("audit: write gaps.log", "err", err.Error())
 	}
 	for w := range e.open {
-		w.gap(reason, n, now)
+		w.gap(g)
 	}
 }
 
@@ -451,10 +492,14 @@ func (e *Engine) bind(w *witness, ses uint32) {
 	delete(e.pendAt, ses)
 }
 
+// attach starts w's share; a blind window open now is w's first gap.
 func (e *Engine) attach(w *witness) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.open[w] = true
+	for _, g := range e.openWindows(time.Now()) {
+		w.gap(g)
+	}
 }
 
 // detach ends w's share once the engine has read and delivered what the
@@ -472,6 +517,13 @@ func (e *Engine) detach(w *witness, ses uint32, end time.Time) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// A blind window still open ends, for w, at its end (one that began
+	// after it is not w's).
+	for _, g := range e.openWindows(end) {
+		if g.at.Before(end) {
+			w.gap(g)
+		}
+	}
 	delete(e.open, w)
 	ws := e.bound[ses]
 	for i, o := range ws {

@@ -154,3 +154,8 @@ func (d ruleData) key() string {
 	}
 	return ""
 }
+
+// equal reports whether two rules the kernel listed are the same, exactly.
+func (d ruleData) equal(k ruleData) bool {
+	return d.flags == k.flags && d.action == k.action && d.mask == k.mask && slices.Equal(d.fields, k.fields)
+}

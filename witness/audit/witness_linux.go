@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -82,10 +83,45 @@ type witness struct {
 	gaps            []gapRecord
 }
 
+// gapRecord is one gap of the audit witness: records lost or not stored
+// (count of them, noticed at), or a window in which it was blind (at to
+// last; count is its rules not in effect, kernelwatch_linux.go).
 type gapRecord struct {
 	reason string
 	count  uint64
-	at     time.Time
+	at     time.Time // when it was noticed; a window's first instant
+	last   time.Time // a window's last instant; zero for a loss
+	err    string    // a window's refused restore: it was still open at last
+}
+
+// attrs are g's gap record's attributes.
+func (g gapRecord) attrs() map[string]string {
+	a := map[string]string{vocab.AttrReason: g.reason, vocab.AttrStream: vocab.StreamAudit,
+		vocab.AttrCount: strconv.FormatUint(g.count, 10), vocab.AttrFirst: witnessfs.Stamp(g.at)}
+	if !g.last.IsZero() {
+		a[vocab.AttrLast] = witnessfs.Stamp(g.last)
+	}
+	if g.err != "" {
+		a[vocab.AttrError] = g.err
+	}
+	return a
+}
+
+// appendLine appends g's line of _audit/gaps.log: when (a window's end),
+// reason and count, and a window's first and last instants and error.
+func (g gapRecord) appendLine(b []byte) []byte {
+	when := g.at
+	if !g.last.IsZero() {
+		when = g.last
+	}
+	b = fmt.Appendf(b, "time=%s reason=%s count=%d", witnessfs.Stamp(when), g.reason, g.count)
+	if !g.last.IsZero() {
+		b = fmt.Appendf(b, " first=%s last=%s", witnessfs.Stamp(g.at), witnessfs.Stamp(g.last))
+	}
+	if g.err != "" {
+		b = fmt.Appendf(b, " error=%s", strconv.Quote(g.err))
+	}
+	return append(b, '\n')
 }
 
 // Start implements recorder.Witness.
@@ -126,13 +162,14 @@ func (w *witness) deliver(ev *Event) {
 	}
 }
 
-// gap notes records the kernel or the engine dropped during the window.
-func (w *witness) gap(reason string, n uint64, at time.Time) {
+// gap notes records the kernel or the engine dropped during the window,
+// or a window in which the witness was blind.
+func (w *witness) gap(g gapRecord) {
 	w.mu.Lock()
-	if reason == vocab.GapAuditLost {
-		w.lost += n
+	if g.reason == vocab.GapAuditLost {
+		w.lost += g.count
 	}
-	w.gaps = append(w.gaps, gapRecord{reason: reason, count: n, at: at})
+	w.gaps = append(w.gaps, g)
 	w.mu.Unlock()
 	if !w.notified.Swap(true) {
 		go w.notify()
@@ -162,10 +199,7 @@ func (w *witness) emitPending(emit recorder.Emit) error {
 		}
 	}
 	for len(w.gaps) > 0 {
-		g := w.gaps[0]
-		a := map[string]string{vocab.AttrReason: g.reason, vocab.AttrStream: vocab.StreamAudit,
-			vocab.AttrCount: strconv.FormatUint(g.count, 10), vocab.AttrFirst: witnessfs.Stamp(g.at)}
-		if err := emit(vocab.TypeGap, a); err != nil {
+		if err := emit(vocab.TypeGap, w.gaps[0].attrs()); err != nil {
 			return err
 		}
 		w.gaps = w.gaps[1:]
