@@ -23,7 +23,7 @@ func NewSource(limits Limits, log *slog.Logger, reason string) *Source {
 	names := witnessfs.SourceNames{Class: vocab.ClassAudit, State: vocab.AttrAudit, Reason: vocab.AttrAuditReason, On: vocab.AuditOn, Unavailable: vocab.AuditUnavailable}
 	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, notify func()) recorder.Witness {
 		return &witness{eng: eng, notify: notify, dir: dir, ses: unsetID,
-			files: &fileSet{limits: limits, create: func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }}}
+			files: newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) })}
 	})
 }
 
@@ -112,7 +112,7 @@ func (w *witness) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 	if err := w.emitPending(emit); err != nil {
 		return nil, err
 	}
-	name, size, sum := w.files.sync()
+	name, size, sum := w.files.Sync()
 	if name == "" {
 		return nil, nil
 	}
@@ -121,7 +121,7 @@ func (w *witness) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 
 // emitPending emits the records of finished files and of gaps. Callers hold mu.
 func (w *witness) emitPending(emit recorder.Emit) error {
-	for _, r := range w.files.takeFinished() {
+	for _, r := range w.files.TakeFinished() {
 		if err := emit(vocab.TypeAuditFile, r.Attrs()); err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ func (w *witness) Close(emit recorder.Emit) (map[string]string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true
-	w.files.finish()
+	w.files.Finish()
 	for _, g := range []struct {
 		c      counted
 		reason string
@@ -167,7 +167,7 @@ func (w *witness) Close(emit recorder.Emit) (map[string]string, error) {
 	}
 	a := map[string]string{
 		vocab.AttrAuditEvents: strconv.FormatInt(w.events, 10), vocab.AttrAuditRecords: strconv.FormatInt(w.records, 10),
-		vocab.AttrAuditFiles: strconv.Itoa(w.files.made), vocab.AttrAuditLost: strconv.FormatUint(w.lost, 10),
+		vocab.AttrAuditFiles: strconv.Itoa(w.files.Made()), vocab.AttrAuditLost: strconv.FormatUint(w.lost, 10),
 	}
 	if ses != unsetID {
 		a[vocab.AttrAuditSes] = strconv.FormatUint(uint64(ses), 10)
