@@ -1,4 +1,8 @@
-// Package witnessfs makes the files of a witness in its folder of a session.
+// Package witnessfs is what the kernel witnesses (witness/pcap,
+// witness/audit) share: the source that opens each session's witness from
+// the class's engine (source_linux.go), the rotated, digested set of a
+// session's witness files (fileset.go), and the making of a witness's
+// files in its folder of a session.
 package witnessfs
 
 import (

@@ -17,50 +17,15 @@ import (
 // Source is the audit class for recorder.Options.Witnesses. Until
 // SetEngine (or when the engine could not start) sessions are recorded
 // without audit records and their open records say why.
-type Source struct {
-	limits Limits
-	log    *slog.Logger
-
-	mu     sync.Mutex
-	eng    *Engine
-	reason string
-}
+type Source = witnessfs.Source[Engine]
 
 // NewSource returns the audit class, unavailable for reason until SetEngine.
 func NewSource(limits Limits, log *slog.Logger, reason string) *Source {
-	return &Source{limits: limits, log: log, reason: reason}
-}
-
-// SetEngine makes the source record with eng, or, with eng nil, records
-// that it cannot and why.
-func (s *Source) SetEngine(eng *Engine, reason string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.eng, s.reason = eng, reason
-	if eng != nil {
-		s.reason = ""
-	}
-}
-
-// Class implements recorder.WitnessSource.
-func (s *Source) Class() string { return vocab.ClassAudit }
-
-// Open implements recorder.WitnessSource.
-func (s *Source) Open(mkdir func() (*os.File, error), notify func()) (recorder.Witness, map[string]string) {
-	s.mu.Lock()
-	eng, reason := s.eng, s.reason
-	s.mu.Unlock()
-	if eng == nil {
-		return nil, map[string]string{vocab.AttrAudit: vocab.AuditUnavailable, vocab.AttrAuditReason: reason}
-	}
-	dir, err := mkdir()
-	if err != nil {
-		s.log.Warn("audit: session folder", "err", err.Error())
-		return nil, map[string]string{vocab.AttrAudit: vocab.AuditUnavailable, vocab.AttrAuditReason: err.Error()}
-	}
-	w := &witness{eng: eng, notify: notify, dir: dir, ses: unsetID,
-		files: &fileSet{limits: s.limits, create: func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }}}
-	return w, map[string]string{vocab.AttrAudit: vocab.AuditOn}
+	names := witnessfs.SourceNames{Class: vocab.ClassAudit, State: vocab.AttrAudit, Reason: vocab.AttrAuditReason, On: vocab.AuditOn, Unavailable: vocab.AuditUnavailable}
+	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, notify func()) recorder.Witness {
+		return &witness{eng: eng, notify: notify, dir: dir, ses: unsetID,
+			files: newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) })}
+	})
 }
 
 // witness is one session's share of the engine: the events of the audit
@@ -184,7 +149,7 @@ func (w *witness) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 	if err := w.emitPending(emit); err != nil {
 		return nil, err
 	}
-	name, size, sum := w.files.sync()
+	name, size, sum := w.files.Sync()
 	if name == "" {
 		return nil, nil
 	}
@@ -193,7 +158,7 @@ func (w *witness) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 
 // emitPending emits the records of finished files and of gaps. Callers hold mu.
 func (w *witness) emitPending(emit recorder.Emit) error {
-	for _, r := range w.files.takeFinished() {
+	for _, r := range w.files.TakeFinished() {
 		if err := emit(vocab.TypeAuditFile, r.Attrs()); err != nil {
 			return err
 		}
@@ -222,7 +187,7 @@ func (w *witness) Close(emit recorder.Emit) (map[string]string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true
-	w.files.finish()
+	w.files.Finish()
 	for _, g := range []struct {
 		c      counted
 		reason string
@@ -236,7 +201,7 @@ func (w *witness) Close(emit recorder.Emit) (map[string]string, error) {
 	}
 	a := map[string]string{
 		vocab.AttrAuditEvents: strconv.FormatInt(w.events, 10), vocab.AttrAuditRecords: strconv.FormatInt(w.records, 10),
-		vocab.AttrAuditFiles: strconv.Itoa(w.files.made), vocab.AttrAuditLost: strconv.FormatUint(w.lost, 10),
+		vocab.AttrAuditFiles: strconv.Itoa(w.files.Made()), vocab.AttrAuditLost: strconv.FormatUint(w.lost, 10),
 	}
 	if ses != unsetID {
 		a[vocab.AttrAuditSes] = strconv.FormatUint(uint64(ses), 10)

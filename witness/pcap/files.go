@@ -1,13 +1,7 @@
 package pcap
 
 import (
-	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"os"
 	"strconv"
 	"time"
@@ -21,20 +15,16 @@ import (
 )
 
 // A session's pcap files: capture-000001.pcapng, capture-000002.pcapng, ...
-// in <session>/pcap/, each at most Limits.RotateBytes. Past Limits.Files
-// the first files are kept and later packets are only counted (a gap
-// record at close says how many, and when): the files already finished
-// are signed in the chain, and deleting signed evidence to make room would
-// turn a verified record into a missing file.
+// in <session>/pcap/, rotated and digested by witnessfs.FileSet (its
+// comment says why the first files are kept past Limits.Files). Packets
+// go through a user-space buffer, flushed at each checkpoint (within 1 s).
 
 // FileName returns the name of a session's n-th pcap file (n from 1).
 func FileName(n int) string { return fmt.Sprintf("capture-%06d.pcapng", n) }
 
-// Limits are the rotation settings.
-type Limits struct {
-	RotateBytes int64 // APTL_CAPTURE_PCAP_ROTATE_MB
-	Files       int   // APTL_CAPTURE_PCAP_FILES
-}
+// Limits are the rotation settings: RotateBytes is
+// APTL_CAPTURE_PCAP_ROTATE_MB, Files APTL_CAPTURE_PCAP_FILES.
+type Limits = witnessfs.Limits
 
 // Defaults of the rotation settings.
 const (
@@ -42,8 +32,7 @@ const (
 	DefaultFiles    = 10
 )
 
-// writeBuffer is the user-space buffer of the current file: packets are
-// written through it and it is flushed at each checkpoint (within 1 s).
+// writeBuffer is the user-space buffer of the current file.
 const writeBuffer = 1 << 20
 
 // idbBound bounds the bytes an interface description block adds to a
@@ -84,51 +73,32 @@ func (c *counted) gapAttrs(reason string) map[string]string {
 	}
 }
 
-// digestWriter keeps the size and SHA-256 of what passes through it, so
-// records vouch for the files without reading them back.
-type digestWriter struct {
-	w    io.Writer
-	sum  hash.Hash
-	size int64
-}
-
-func (d *digestWriter) Write(p []byte) (int, error) {
-	n, err := d.w.Write(p)
-	d.sum.Write(p[:n])
-	d.size += int64(n)
-	return n, err
-}
-
-// pcapFile is the file being written.
-type pcapFile struct {
-	name    string
-	f       *os.File
-	buf     *bufio.Writer
-	dig     *digestWriter
-	ng      *pcapgo.NgWriter
-	ids     map[int]int // ifindex -> interface id in this file
-	size    int64       // bytes in the file once everything is flushed
-	packets int64
-	first   time.Time
-	last    time.Time
-}
-
 // fileSet writes one session's packets into its rotated files.
 type fileSet struct {
-	create   func(name string) (*os.File, error) // makes a new file 0600 in the pcap folder
-	limits   Limits
-	made     int
-	cur      *pcapFile
-	finished []witnessfs.FileRecord // not yet emitted
-	// rotated counts packets past limits.Files; failed those after a
+	witnessfs.FileSet
+	// rotated counts packets past Limits.Files; failed those after a
 	// write error, which ends storing for the session.
 	rotated, failed counted
-	err             error
+	// cur writes the FileSet's current file (or its last one); a new
+	// file gets a new pcapng writer, with its own section header.
+	cur *pcapFile
+}
+
+// pcapFile is the pcapng writer of the file being written.
+type pcapFile struct {
+	*witnessfs.File
+	ng  *pcapgo.NgWriter
+	ids map[int]int // ifindex -> interface id in this file
+}
+
+// newFileSet returns the file set that create makes files for.
+func newFileSet(limits Limits, create func(name string) (*os.File, error)) *fileSet {
+	return &fileSet{FileSet: witnessfs.FileSet{Class: vocab.ClassPcap, Name: FileName, CountAttr: vocab.AttrPackets, Buffer: writeBuffer, Limits: limits, Create: create}}
 }
 
 // write stores p, rotating first when it would not fit.
 func (s *fileSet) write(p *packet) {
-	if s.err != nil {
+	if s.Err() != nil {
 		s.failed.add(p)
 		return
 	}
@@ -137,48 +107,31 @@ func (s *fileSet) write(p *packet) {
 		if _, known := s.cur.ids[p.ifindex]; !known {
 			need += idbBound
 		}
-		if s.cur.packets > 0 && s.cur.size+need > s.limits.RotateBytes {
-			s.finish()
-		}
 	}
-	if s.cur == nil {
-		if s.made >= s.limits.Files {
+	f, full := s.Next(need)
+	if f == nil {
+		if full {
 			s.rotated.add(p)
-			return
+		} else {
+			s.failed.add(p)
 		}
-		if err := s.open(); err != nil {
-			s.fail(err, p)
-			return
-		}
+		return
+	}
+	if s.cur == nil || s.cur.File != f {
+		s.cur = &pcapFile{File: f, ids: map[int]int{}}
 	}
 	if err := s.cur.write(p); err != nil {
-		s.fail(err, p)
+		s.Fail(err)
+		s.failed.add(p)
 	}
 }
 
 // epbLen is the size of an enhanced packet block holding n bytes.
 func epbLen(n int) int64 { return int64(32 + n + (4-n&3)&3) }
 
-func (s *fileSet) fail(err error, p *packet) {
-	s.err = err
-	s.failed.add(p)
-}
-
-// open starts the next file with its section header.
-func (s *fileSet) open() error {
-	s.made++
-	name := FileName(s.made)
-	f, err := s.create(name)
-	if err != nil {
-		return fmt.Errorf("pcap: create %s: %w", name, err)
-	}
-	buf := bufio.NewWriterSize(f, writeBuffer)
-	dig := &digestWriter{w: buf, sum: sha256.New()}
-	s.cur = &pcapFile{name: name, f: f, buf: buf, dig: dig, ids: map[int]int{}}
-	return nil
-}
-
 // write adds p, and its interface's description block the first time.
+// The pcapng writer's own buffer is flushed after the packet, so the
+// file's size is exact for the next rotation check.
 func (f *pcapFile) write(p *packet) error {
 	id, known := f.ids[p.ifindex]
 	if !known {
@@ -188,28 +141,27 @@ func (f *pcapFile) write(p *packet) error {
 		}
 	}
 	ci := gopacket.CaptureInfo{Timestamp: p.ts, CaptureLength: len(p.data), Length: max(p.length, len(p.data)), InterfaceIndex: id}
-	if err := f.ng.WritePacket(ci, p.data); err != nil {
-		return fmt.Errorf("pcap: write %s: %w", f.name, err)
+	err := f.ng.WritePacket(ci, p.data)
+	if err == nil {
+		err = f.ng.Flush()
 	}
-	if f.packets == 0 {
-		f.first = p.ts
+	if err != nil {
+		return fmt.Errorf("pcap: write %s: %w", f.Name, err)
 	}
-	f.packets++
-	f.last = p.ts
-	f.size += epbLen(len(p.data))
+	f.Stored(1, p.ts)
 	return nil
 }
 
 // addInterface writes an interface description block (its name, link
 // type and snap length); the file's first one comes with the section
-// header. The pcapng writer is flushed after it, so size stays exact.
+// header.
 func (f *pcapFile) addInterface(p *packet) (int, error) {
 	intf := pcapgo.NgInterface{Name: p.ifname, OS: "linux", LinkType: p.linkType, SnapLength: SnapLen, TimestampResolution: 9}
 	var id int
 	var err error
 	if f.ng == nil {
 		opts := pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{OS: "linux", Application: "aptl-kali-capture"}}
-		f.ng, err = pcapgo.NewNgWriterInterface(f.dig, intf, opts)
+		f.ng, err = pcapgo.NewNgWriterInterface(f.File, intf, opts)
 	} else {
 		id, err = f.ng.AddInterface(intf)
 	}
@@ -217,75 +169,8 @@ func (f *pcapFile) addInterface(p *packet) (int, error) {
 		err = f.ng.Flush()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("pcap: write %s: interface %s: %w", f.name, p.ifname, err)
+		return 0, fmt.Errorf("pcap: write %s: interface %s: %w", f.Name, p.ifname, err)
 	}
 	f.ids[p.ifindex] = id
-	f.size = f.dig.size
 	return id, nil
-}
-
-// flush writes everything buffered to the file.
-func (f *pcapFile) flush() error {
-	var err error
-	if f.ng != nil {
-		err = f.ng.Flush()
-	}
-	if err == nil {
-		err = f.buf.Flush()
-	}
-	if err != nil {
-		return fmt.Errorf("pcap: write %s: %w", f.name, err)
-	}
-	return nil
-}
-
-// sync flushes the current file and makes it durable; it returns the
-// file's name, size and running digest for the checkpoint, or "" when no
-// file is open.
-func (s *fileSet) sync() (name string, size int64, sum string) {
-	f := s.cur
-	if f == nil {
-		return "", 0, ""
-	}
-	if s.err == nil {
-		err := f.flush()
-		if err == nil {
-			err = f.f.Sync()
-		}
-		if err != nil {
-			s.err = err
-		}
-	}
-	return f.name, f.dig.size, hex.EncodeToString(f.dig.sum.Sum(nil))
-}
-
-// finish flushes, syncs and closes the current file and queues its record.
-func (s *fileSet) finish() {
-	f := s.cur
-	if f == nil {
-		return
-	}
-	s.cur = nil
-	var errs []error
-	if s.err == nil {
-		errs = append(errs, f.flush(), f.f.Sync())
-	}
-	errs = append(errs, f.f.Close())
-	err := errors.Join(errs...)
-	rec := witnessfs.FileRecord{Name: f.name, CountAttr: vocab.AttrPackets, Count: f.packets, Size: f.dig.size, SHA256: hex.EncodeToString(f.dig.sum.Sum(nil)), First: f.first, Last: f.last}
-	if s.err != nil {
-		err = errors.Join(s.err, err)
-	}
-	if err != nil {
-		s.err = err
-		rec.WriteFailure = err.Error()
-	}
-	s.finished = append(s.finished, rec)
-}
-
-// takeFinished returns the records of the files finished since the last call.
-func (s *fileSet) takeFinished() []witnessfs.FileRecord {
-	r := s.finished
-	s.finished = nil
-	return r
 }

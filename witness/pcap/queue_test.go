@@ -25,12 +25,9 @@ func (idleEngine) drops() uint64        { return 0 }
 func (idleEngine) waitCaught(time.Time) {}
 
 func testFiles(t *testing.T, dir string) *fileSet {
-	return &fileSet{
-		create: func(name string) (*os.File, error) {
-			return os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		},
-		limits: Limits{RotateBytes: 1 << 30, Files: DefaultFiles},
-	}
+	return newFileSet(Limits{RotateBytes: 1 << 30, Files: DefaultFiles}, func(name string) (*os.File, error) {
+		return os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	})
 }
 
 type emitted struct {
@@ -130,8 +127,8 @@ func TestQueuedPacketsKeepTheirOrder(t *testing.T) {
 	if _, err := tp.Close(func(string, map[string]string) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if files.made != 1 || files.err != nil {
-		t.Fatalf("files made %d, err %v", files.made, files.err)
+	if files.Made() != 1 || files.Err() != nil {
+		t.Fatalf("files made %d, err %v", files.Made(), files.Err())
 	}
 	got := packetPrefixes(t, filepath.Join(dir, FileName(1)))
 	if len(got) != n {

@@ -8,7 +8,6 @@ package pcap
 import (
 	"log/slog"
 	"os"
-	"sync"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
@@ -19,52 +18,16 @@ import (
 // set once the listener's port is known (SetEngine); until then, or when
 // the engine could not start, sessions are recorded without packets and
 // their open records say why.
-type Source struct {
-	limits Limits
-	log    *slog.Logger
-
-	mu     sync.Mutex
-	eng    engine // nil while unavailable
-	reason string // why eng is nil
-}
+type Source = witnessfs.Source[Engine]
 
 // NewSource returns the pcap class, unavailable for the given reason until
 // SetEngine.
 func NewSource(limits Limits, log *slog.Logger, reason string) *Source {
-	return &Source{limits: limits, log: log, reason: reason}
-}
-
-// SetEngine makes the source capture with eng, or, with eng nil, records
-// that it cannot and why.
-func (s *Source) SetEngine(eng *Engine, reason string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if eng == nil {
-		s.eng, s.reason = nil, reason
-		return
-	}
-	s.eng, s.reason = eng, ""
-}
-
-// Class implements recorder.WitnessSource.
-func (s *Source) Class() string { return vocab.ClassPcap }
-
-// Open implements recorder.WitnessSource.
-func (s *Source) Open(mkdir func() (*os.File, error), notify func()) (recorder.Witness, map[string]string) {
-	s.mu.Lock()
-	eng, reason := s.eng, s.reason
-	s.mu.Unlock()
-	if eng == nil {
-		return nil, map[string]string{vocab.AttrPcap: vocab.PcapUnavailable, vocab.AttrPcapReason: reason}
-	}
-	dir, err := mkdir()
-	if err != nil {
-		s.log.Warn("pcap: session folder", "err", err.Error())
-		return nil, map[string]string{vocab.AttrPcap: vocab.PcapUnavailable, vocab.AttrPcapReason: err.Error()}
-	}
-	files := &fileSet{limits: s.limits, create: func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }}
-	t := newTap(eng, files, notify)
-	return &closingTap{tap: t, dir: dir}, map[string]string{vocab.AttrPcap: vocab.PcapOn}
+	names := witnessfs.SourceNames{Class: vocab.ClassPcap, State: vocab.AttrPcap, Reason: vocab.AttrPcapReason, On: vocab.PcapOn, Unavailable: vocab.PcapUnavailable}
+	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, notify func()) recorder.Witness {
+		files := newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) })
+		return &closingTap{tap: newTap(eng, files, notify), dir: dir}
+	})
 }
 
 // closingTap releases the pcap folder's fd when the session closes.

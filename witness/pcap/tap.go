@@ -115,7 +115,7 @@ func (t *tap) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 	if err := t.emitFinished(emit); err != nil {
 		return nil, err
 	}
-	name, size, sum := t.files.sync()
+	name, size, sum := t.files.Sync()
 	if name == "" {
 		return nil, nil
 	}
@@ -123,7 +123,7 @@ func (t *tap) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 }
 
 func (t *tap) emitFinished(emit recorder.Emit) error {
-	for _, r := range t.files.takeFinished() {
+	for _, r := range t.files.TakeFinished() {
 		if err := emit(vocab.TypePcapFile, r.Attrs()); err != nil {
 			return err
 		}
@@ -156,7 +156,7 @@ func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
 	defer t.mu.Unlock()
 	t.filesMu.Lock()
 	defer t.filesMu.Unlock()
-	t.files.finish()
+	t.files.Finish()
 	if err := t.emitFinished(emit); err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func (t *tap) closeAttrs(dropped uint64) map[string]string {
 	ifs, _ := json.Marshal(list)
 	return map[string]string{
 		vocab.AttrPcapPackets: strconv.FormatInt(packets, 10), vocab.AttrPcapBytes: strconv.FormatInt(bytes, 10),
-		vocab.AttrPcapFiles: strconv.Itoa(t.files.made), vocab.AttrPcapKernelDrops: strconv.FormatUint(dropped, 10),
+		vocab.AttrPcapFiles: strconv.Itoa(t.files.Made()), vocab.AttrPcapKernelDrops: strconv.FormatUint(dropped, 10),
 		vocab.AttrPcapInterfaces: string(ifs), vocab.AttrPcapTruncated: strconv.FormatInt(t.truncated, 10),
 	}
 }
