@@ -32,10 +32,13 @@ func putBatch(b *[]byte) { batches.Put(b) }
 // byte that is already there. The batch comes from the pool once there is
 // something to read and goes back there while readBatch waits; the caller
 // owns it when n > 0 and returns it with putBatch.
-func readBatch(f *os.File) (batch *[]byte, n int, _ error) {
+//
+// waited says that the stream was idle: nothing was queued when the read
+// began, so the read waited for the first byte.
+func readBatch(f *os.File) (batch *[]byte, n int, waited bool, _ error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	var rerr error
 	err = rc.Read(func(fd uintptr) bool {
@@ -56,6 +59,7 @@ func readBatch(f *os.File) (batch *[]byte, n int, _ error) {
 					// Nothing yet: wait for readiness without a batch.
 					putBatch(batch)
 					batch = nil
+					waited = true
 					return false
 				}
 				return true
@@ -71,13 +75,13 @@ func readBatch(f *os.File) (batch *[]byte, n int, _ error) {
 	if n > 0 {
 		// Deliver what was read; the error (EIO, EOF) comes back on the
 		// next call, when nothing is left.
-		return batch, n, nil
+		return batch, n, waited, nil
 	}
 	if batch != nil {
 		putBatch(batch)
 	}
 	if rerr != nil {
-		return nil, 0, rerr
+		return nil, 0, waited, rerr
 	}
-	return nil, 0, err
+	return nil, 0, waited, err
 }

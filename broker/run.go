@@ -341,7 +341,7 @@ func (r *run) copyOutput(o *output) {
 	var drained time.Duration // after the exit: time spent reading and recording
 	for {
 		start := time.Now()
-		batch, n, err := readBatch(o.src)
+		batch, n, waited, err := readBatch(o.src)
 		if n > 0 {
 			if rerr := o.record(r.rec, (*batch)[:n]); rerr != nil {
 				putBatch(batch)
@@ -357,7 +357,7 @@ func (r *run) copyOutput(o *output) {
 				<-delivering
 				delivering = nil
 			}
-			if n <= inlineDeliveryMax {
+			if waited && n <= inlineDeliveryMax {
 				r.deliver(o, batch, n, nil)
 			} else {
 				delivering = make(chan struct{})
@@ -382,13 +382,17 @@ func (r *run) copyOutput(o *output) {
 }
 
 // inlineDeliveryMax is the largest batch copyOutput delivers itself rather
-// than on a goroutine of its own. A burst of bulk output is delivered while
-// the next batch is read and recorded (two batches in flight); an
-// interactive answer (a prompt, a command's few lines) is one small batch
-// with nothing to overlap, and handing it to another goroutine only adds a
-// wake-up to the round trip. Delivering it inline blocks the reading while
-// the channel write waits for the client's window, which is the back
-// pressure sshd applies too.
+// than on a goroutine of its own, when the stream was idle before it (the
+// read waited for it). An interactive answer (a prompt, a command's few
+// lines) is such a batch, with nothing to overlap: handing it to another
+// goroutine only adds a wake-up to the round trip. A burst of bulk output
+// finds the next bytes already queued, and is delivered while the next
+// batch is read and recorded (two batches in flight). A stream whose
+// writer is slower than the reader has its reads wait, so it is delivered
+// inline, which costs nothing while the reader keeps up; once it falls
+// behind, the bytes are queued and delivery overlaps again. Inline, the
+// reading waits while the channel write waits for the client's window,
+// the back pressure sshd applies too.
 const inlineDeliveryMax = 16 << 10
 
 // deliver writes a recorded batch of o to the client's channel, returns
