@@ -174,11 +174,12 @@ func (r *runner) bulk(t *target, command string, size int64, pty bool) (float64,
 // commands per second of wall time and the p99 of their round trips. Then,
 // with every shell idle, the server side's memory per session: PSS of the
 // server and its processes outside the login shells (memory.go), minus the
-// same before the connections, divided by Sessions.
+// same before the connections, divided by Sessions; each of the two a
+// settled reading (settledPSS).
 func (r *runner) concurrent(t *target, round int) (map[string]float64, error) {
-	before, err := serverPSS(t.cmd.Process.Pid)
+	before, err := settledPSS(t.cmd.Process.Pid)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("memory before the sessions: %w", err)
 	}
 	perConn := r.opt.Sessions / r.opt.Conns
 	clients := make([]*gossh.Client, r.opt.Conns)
@@ -219,9 +220,9 @@ func (r *runner) concurrent(t *target, round int) (map[string]float64, error) {
 	}
 	wall := time.Since(start)
 	time.Sleep(500 * time.Millisecond) // idle: output drained, buffers settled
-	after, err := serverPSS(t.cmd.Process.Pid)
+	after, err := settledPSS(t.cmd.Process.Pid)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("memory with the sessions open: %w", err)
 	}
 	return map[string]float64{
 		"conc_cps": float64(len(lat)) / wall.Seconds(),

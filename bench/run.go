@@ -198,6 +198,9 @@ func formatValues(vals map[string]float64) string {
 	for _, k := range valueOrder {
 		if v, ok := vals[k]; ok {
 			fmt.Fprintf(&b, "%s=%s ", k, num(v))
+			if v < 0 {
+				fmt.Fprintf(&b, "(%s) ", negativeNote(k))
+			}
 		}
 	}
 	return strings.TrimSpace(b.String())
