@@ -50,7 +50,7 @@ func TestHarnessSmoke(t *testing.T) {
 	for _, target := range []string{"A", "B", "us"} {
 		for _, v := range valueOrder {
 			if v == "mem" {
-				continue // a difference of two samples: may be zero or negative
+				continue // a difference of two readings: may be zero or negative (said so, TestNegativeIsSaidSo)
 			}
 			if res.Median(target, v) <= 0 {
 				t.Errorf("%s: %s = %v, want a measured value", target, v, res.Median(target, v))
@@ -86,5 +86,33 @@ func TestRatiosArePerRound(t *testing.T) {
 	}
 	if strings.Contains(table.String(), "bulk exec") {
 		t.Errorf("a figure that was not measured has a row:\n%s", table.String())
+	}
+}
+
+// TestNegativeIsSaidSo: a memory figure below zero (a difference of two
+// readings) is marked in the table, the goal is not judged on it, and the
+// note names the target, round and value; a progress line says so too.
+func TestNegativeIsSaidSo(t *testing.T) {
+	res := newResults()
+	for _, mem := range [][3]float64{{320, 480, 25}, {318, 490, -18.9}, {322, 470, 30}} {
+		res.add("A", map[string]float64{"mem": mem[0]})
+		res.add("B", map[string]float64{"mem": mem[1]})
+		res.add("us", map[string]float64{"mem": mem[2]})
+	}
+	var table bytes.Buffer
+	res.WriteTable(&table, 3)
+	for _, want := range []string{
+		"| memory per session (PSS, KiB) | 320 | 480 | 25.0 * | 0.08 * | 1.50 | < 256 KiB absolute | not judged * |",
+		"* memory per session (PSS, KiB), us: mem in round 2: -18.9 (negative: ",
+	} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks\n%s\ngot:\n%s", want, table.String())
+		}
+	}
+	if strings.Contains(table.String(), ", A: ") || strings.Contains(table.String(), ", B: ") {
+		t.Errorf("a note for a target with no negative round:\n%s", table.String())
+	}
+	if got := formatValues(map[string]float64{"mem": -18.9}); !strings.Contains(got, "mem=-18.9 (negative: ") {
+		t.Errorf("progress line %q does not say the value is negative", got)
 	}
 }

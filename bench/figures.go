@@ -174,60 +174,106 @@ func (r *runner) bulk(t *target, command string, size int64, pty bool) (float64,
 // commands per second of wall time and the p99 of their round trips. Then,
 // with every shell idle, the server side's memory per session: PSS of the
 // server and its processes outside the login shells (memory.go), minus the
-// same before the connections, divided by Sessions.
+// same before the connections, divided by Sessions; each of the two a
+// settled reading (settledPSS).
+//
+// The "before" is read on a target just restarted that has served one
+// warm-up session (one command, closed). A Go server keeps what its heap
+// has grown to after the sessions that grew it are gone, and the
+// collector may or may not have run between two readings: on a server
+// that has already held sessions (an earlier round or figure) the new
+// sessions reuse that memory, and the difference was anything from a few
+// KiB to below zero. A fresh process starts every reading from the same
+// state; the warm-up session pages in the session path's code and sets up
+// what a first session sets up once, which is not a cost per session.
+// Warming up with the whole set instead would put what such a set grows
+// the heap by, and the heap keeps, into the "before" (docs/BENCHMARKS.md
+// has the numbers). sshd keeps nothing of closed connections; every target
+// gets the same treatment.
 func (r *runner) concurrent(t *target, round int) (map[string]float64, error) {
-	before, err := serverPSS(t.cmd.Process.Pid)
+	if err := t.restart(); err != nil {
+		return nil, fmt.Errorf("restart for a fresh memory reading: %w", err)
+	}
+	warm, err := r.openSessions(t, fmt.Sprintf("bench-warm-%d", round), 1, 1)
+	if err == nil {
+		_, err = runAll(warm.shells, 1)
+	}
+	warm.close()
+	if err != nil {
+		return nil, fmt.Errorf("warm-up session: %w", err)
+	}
+	pid := t.cmd.Process.Pid
+	before, err := settledPSS(pid)
+	if err != nil {
+		return nil, fmt.Errorf("memory before the sessions: %w", err)
+	}
+	set, err := r.openSessions(t, fmt.Sprintf("bench-conc-%d", round), r.opt.Sessions, r.opt.Conns)
+	defer set.close()
 	if err != nil {
 		return nil, err
 	}
-	perConn := r.opt.Sessions / r.opt.Conns
-	clients := make([]*gossh.Client, r.opt.Conns)
-	shells := make([]*shell, 0, r.opt.Sessions)
-	defer func() {
-		var wg sync.WaitGroup
-		for _, sh := range shells {
-			wg.Go(sh.close)
-		}
-		wg.Wait()
-		for _, c := range clients {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
-	for i := range clients {
-		if clients[i], err = dial(t, r.acct.name, r.key); err != nil {
-			return nil, fmt.Errorf("connection %d: %w", i, err)
-		}
-		for j := range perConn {
-			sh, err := openShell(clients[i], fmt.Sprintf("bench-conc-%d-%d-%d", round, i, j))
-			if err != nil {
-				return nil, fmt.Errorf("connection %d session %d: %w", i, j, err)
-			}
-			shells = append(shells, sh)
-		}
-	}
 	// Every shell has started and printed its prompt before the clock
 	// starts: one unmeasured command each.
-	if _, err := runAll(shells, 1); err != nil {
+	if _, err := runAll(set.shells, 1); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	lat, err := runAll(shells, r.opt.Commands)
+	lat, err := runAll(set.shells, r.opt.Commands)
 	if err != nil {
 		return nil, err
 	}
 	wall := time.Since(start)
 	time.Sleep(500 * time.Millisecond) // idle: output drained, buffers settled
-	after, err := serverPSS(t.cmd.Process.Pid)
+	after, err := settledPSS(pid)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("memory with the sessions open: %w", err)
 	}
 	return map[string]float64{
 		"conc_cps": float64(len(lat)) / wall.Seconds(),
 		"conc_p99": percentile(lat, 99),
-		"mem":      float64(after-before) / float64(len(shells)),
+		"mem":      float64(after-before) / float64(len(set.shells)),
 	}, nil
+}
+
+// sessionSet is PTY shells on connections to one target.
+type sessionSet struct {
+	clients []*gossh.Client
+	shells  []*shell
+}
+
+// openSessions opens conns connections with sessions/conns shells each,
+// session ids prefix-<connection>-<session>. On an error the set holds
+// what was opened, for close.
+func (r *runner) openSessions(t *target, prefix string, sessions, conns int) (*sessionSet, error) {
+	set := &sessionSet{clients: make([]*gossh.Client, 0, conns), shells: make([]*shell, 0, sessions)}
+	for i := range conns {
+		c, err := dial(t, r.acct.name, r.key)
+		if err != nil {
+			return set, fmt.Errorf("connection %d: %w", i, err)
+		}
+		set.clients = append(set.clients, c)
+		for j := range sessions / conns {
+			sh, err := openShell(c, fmt.Sprintf("%s-%d-%d", prefix, i, j))
+			if err != nil {
+				return set, fmt.Errorf("connection %d session %d: %w", i, j, err)
+			}
+			set.shells = append(set.shells, sh)
+		}
+	}
+	return set, nil
+}
+
+// close exits every shell, waiting (bounded) for each session's end, then
+// closes the connections.
+func (s *sessionSet) close() {
+	var wg sync.WaitGroup
+	for _, sh := range s.shells {
+		wg.Go(sh.close)
+	}
+	wg.Wait()
+	for _, c := range s.clients {
+		c.Close()
+	}
 }
 
 // runAll runs n commands on every shell, the shells in parallel, and

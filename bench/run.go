@@ -129,6 +129,17 @@ func Run(opt Options) (res *Results, err error) {
 	return r.rounds()
 }
 
+// BuildServer builds the server (./cmd/aptl-kali-capture of the module at
+// repo) into bin.
+func BuildServer(repo, bin string) error {
+	build := exec.Command("go", "build", "-o", bin, "./cmd/aptl-kali-capture")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the server: %v: %s", err, out)
+	}
+	return nil
+}
+
 // start builds the server and starts A, B and us.
 func (r *runner) start() error {
 	r.keyPath = filepath.Join(r.dir, "client_key")
@@ -141,10 +152,8 @@ func (r *runner) start() error {
 	bin := r.opt.Server
 	if bin == "" {
 		bin = filepath.Join(r.dir, "aptl-kali-capture")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/aptl-kali-capture")
-		build.Dir = r.opt.Repo
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("building the server: %v: %s", err, out)
+		if err := BuildServer(r.opt.Repo, bin); err != nil {
+			return err
 		}
 	}
 	a, err := startSSHD(r.opt.SSHD, "A", filepath.Join(r.dir, "sshd-bare"), r.acct, authorized, false)
@@ -198,6 +207,9 @@ func formatValues(vals map[string]float64) string {
 	for _, k := range valueOrder {
 		if v, ok := vals[k]; ok {
 			fmt.Fprintf(&b, "%s=%s ", k, num(v))
+			if v < 0 {
+				fmt.Fprintf(&b, "(%s) ", negativeNote(k))
+			}
 		}
 	}
 	return strings.TrimSpace(b.String())

@@ -104,39 +104,100 @@ var rows = []row{
 		func(us, _ []float64) bool { return us[0] < 256 }},
 }
 
+// negativeMeaning says what a negative value means, for the values that
+// are differences of two readings and so can come out below zero. A
+// negative value is never printed without it.
+var negativeMeaning = map[string]string{
+	"mem": "the server's PSS was lower with the sessions open than before them: the readings moved, not the sessions' cost",
+}
+
+// negativeNote is what follows a negative value of k.
+func negativeNote(k string) string {
+	if m, ok := negativeMeaning[k]; ok {
+		return "negative: " + m
+	}
+	return "negative"
+}
+
 // WriteTable writes the Markdown table: the medians of A, B and us, the
 // medians of the per-round ratios us/A and B/A, the goal and whether it is
-// met (ratio goals on the ratios, absolute goals on us's median).
+// met (ratio goals on the ratios, absolute goals on us's median). A value
+// that was negative in any round is marked "*" (with the ratios it enters
+// and the goal left unjudged when us's is), and a note under the table
+// names the rounds.
 func (r *Results) WriteTable(w io.Writer, rounds int) {
 	fmt.Fprintf(w, "| figure (medians of %d rounds) | A: sshd | B: sshd + script | us | us/A | B/A | goal for us/A | met |\n", rounds)
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	var notes []string
 	for _, rw := range rows {
 		if _, measured := r.values["us"][rw.values[0]]; !measured {
 			continue // not in this run's -only
 		}
-		var a, b, us, usA, bA []float64
+		var a, b, us, usA, bA []string
+		var usMedians, usRatios []float64
+		usNegative := false
 		for _, k := range rw.values {
-			a, b, us = append(a, r.Median("A", k)), append(b, r.Median("B", k)), append(us, r.Median("us", k))
-			usA, bA = append(usA, r.RatioMedian("us", "A", k)), append(bA, r.RatioMedian("B", "A", k))
+			negA, negB, negUs := r.negativeRounds("A", k), r.negativeRounds("B", k), r.negativeRounds("us", k)
+			for _, n := range []struct {
+				target string
+				rounds []string
+			}{{"A", negA}, {"B", negB}, {"us", negUs}} {
+				if len(n.rounds) > 0 {
+					notes = append(notes, fmt.Sprintf("* %s, %s: %s in round %s (%s).",
+						rw.label, n.target, k, strings.Join(n.rounds, ", round "), negativeNote(k)))
+				}
+			}
+			usMedians, usRatios = append(usMedians, r.Median("us", k)), append(usRatios, r.RatioMedian("us", "A", k))
+			a = append(a, marked(num(r.Median("A", k)), negA))
+			b = append(b, marked(num(r.Median("B", k)), negB))
+			us = append(us, marked(num(r.Median("us", k)), negUs))
+			usA = append(usA, marked(ratio(r.RatioMedian("us", "A", k)), negUs, negA))
+			bA = append(bA, marked(ratio(r.RatioMedian("B", "A", k)), negB, negA))
+			usNegative = usNegative || len(negUs) > 0
 		}
 		met := "no"
-		if rw.met(us, usA) {
+		switch {
+		case usNegative:
+			met = "not judged *"
+		case rw.met(usMedians, usRatios):
 			met = "yes"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", rw.label,
-			join(a, num), join(b, num), join(us, num), join(usA, ratio), join(bA, ratio), rw.goal, met)
+			strings.Join(a, " / "), strings.Join(b, " / "), strings.Join(us, " / "),
+			strings.Join(usA, " / "), strings.Join(bA, " / "), rw.goal, met)
 	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintln(w, n)
+		}
+		fmt.Fprintln(w, "The medians and ratios marked * include those rounds.")
+	}
+}
+
+// negativeRounds lists the rounds (1-based, with the value) in which the
+// target's value k was below zero.
+func (r *Results) negativeRounds(target, k string) []string {
+	var rounds []string
+	for i, v := range r.values[target][k] {
+		if v < 0 {
+			rounds = append(rounds, fmt.Sprintf("%d: %s", i+1, num(v)))
+		}
+	}
+	return rounds
+}
+
+// marked is cell with " *" when any of negatives is not empty.
+func marked(cell string, negatives ...[]string) string {
+	for _, n := range negatives {
+		if len(n) > 0 {
+			return cell + " *"
+		}
+	}
+	return cell
 }
 
 func ratio(v float64) string { return fmt.Sprintf("%.2f", v) }
-
-func join(v []float64, f func(float64) string) string {
-	parts := make([]string, len(v))
-	for i, x := range v {
-		parts[i] = f(x)
-	}
-	return strings.Join(parts, " / ")
-}
 
 // num prints three significant digits at most.
 func num(v float64) string {

@@ -23,6 +23,7 @@ type target struct {
 	addr    string
 	hostKey gossh.PublicKey
 	cmd     *exec.Cmd
+	command func() *exec.Cmd // a new cmd for each start
 	dir     string
 	log     *os.File
 	// records is where the target writes its session records (B's script
@@ -90,7 +91,8 @@ func startSSHD(sshd, name, dir string, acct *account, authorizedKey []byte, reco
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
-	return t, t.start(exec.Command(sshd, "-D", "-e", "-f", cfgPath))
+	t.command = func() *exec.Cmd { return exec.Command(sshd, "-D", "-e", "-f", cfgPath) }
+	return t, t.start()
 }
 
 // startServe starts the server binary with full recording (its default
@@ -107,10 +109,12 @@ func startServe(bin, dir string, acct *account, authorizedKey []byte) (*target, 
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--listen", t.addr, "--root", t.records, "--state-dir", state,
-		"--authorized-keys", keys, "--users", acct.name, "--ready-file", filepath.Join(dir, "ready"),
-		"--launch", "local", "--max-conns", "128", "--max-sessions", "128", "--log-level", "warn")
-	if err := t.start(cmd); err != nil {
+	t.command = func() *exec.Cmd {
+		return exec.Command(bin, "serve", "--listen", t.addr, "--root", t.records, "--state-dir", state,
+			"--authorized-keys", keys, "--users", acct.name, "--ready-file", filepath.Join(dir, "ready"),
+			"--launch", "local", "--max-conns", "128", "--max-sessions", "128", "--log-level", "warn")
+	}
+	if err := t.start(); err != nil {
 		return nil, err
 	}
 	pub, err := os.ReadFile(filepath.Join(state, "ssh_host_ed25519_key.pub"))
@@ -139,11 +143,12 @@ func (t *target) placeClient(authorizedKey []byte) (keys string, port int, err e
 	return keys, port, nil
 }
 
-// start runs cmd with its output in <dir>/server.log and waits until the
-// port answers with an SSH banner.
-func (t *target) start(cmd *exec.Cmd) error {
+// start runs the target's command with its output appended to
+// <dir>/server.log and waits until the port answers with an SSH banner.
+func (t *target) start() error {
+	cmd := t.command()
 	var err error
-	if t.log, err = os.Create(filepath.Join(t.dir, "server.log")); err != nil {
+	if t.log, err = os.OpenFile(filepath.Join(t.dir, "server.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = t.log, t.log
@@ -173,6 +178,14 @@ func bannerAnswers(addr string) bool {
 	c.SetDeadline(time.Now().Add(2 * time.Second))
 	line, err := bufio.NewReader(c).ReadString('\n')
 	return err == nil && strings.HasPrefix(line, "SSH-2.0-")
+}
+
+// restart stops the target and starts it again on the same port with the
+// same keys, configuration and files: a process that has served nothing
+// yet.
+func (t *target) restart() error {
+	t.stop()
+	return t.start()
 }
 
 // stop ends the target's process group (sshd's sessions or the server's

@@ -1,8 +1,11 @@
 // Command sshbench runs the side-by-side benchmark of package bench: sshd
 // bare (A), sshd with the script(1) ForceCommand (B) and this server with
 // full recording (us), on loopback, alternating, and prints the Markdown
-// table of medians and ratios (docs/BENCHMARKS.md). Run it as root from the
-// module's root:
+// table of medians and ratios (docs/BENCHMARKS.md). It runs in a network
+// namespace of its own unless -host-network says otherwise: our server's
+// pcap witness captures every packet of its namespace for every session,
+// so on a shared machine other programs' traffic would be measured too.
+// Run it as root from the module's root:
 //
 //	go run ./bench/cmd/sshbench            # full run, about 10 minutes
 //	go run ./bench/cmd/sshbench -quick     # one small round, about a minute
@@ -28,6 +31,7 @@ func main() {
 	server := flag.String("server", "", "measure this server binary instead of building ./cmd/aptl-kali-capture")
 	only := flag.String("only", "", "comma-separated figures to measure: open, ssh2, rt, pty, exec, concurrent (default all)")
 	sshd := flag.String("sshd", "/usr/sbin/sshd", "sshd binary (Debian openssh-server)")
+	hostNetwork := flag.Bool("host-network", false, "run in this machine's network namespace, not a private one: our server's pcap witness then also captures every other program's traffic")
 	flag.Parse()
 	opt := bench.FullOptions()
 	if *quick {
@@ -45,6 +49,17 @@ func main() {
 	if opt.NodeModules == "" {
 		opt.NodeModules = filepath.Join("tests", "node", "node_modules")
 	}
+	network := "this machine's network namespace"
+	if !*hostNetwork {
+		if !inPrivateNetwork() {
+			os.Exit(rerunInPrivateNetwork(opt.Server, opt.Repo))
+		}
+		if err := loopbackUp(); err != nil {
+			fmt.Fprintln(os.Stderr, "sshbench: in the private network namespace:", err)
+			os.Exit(1)
+		}
+		network = "a private network namespace"
+	}
 	start := time.Now()
 	res, err := bench.Run(opt)
 	if err != nil {
@@ -52,7 +67,7 @@ func main() {
 		os.Exit(1)
 	}
 	res.WriteTable(os.Stdout, opt.Rounds)
-	fmt.Printf("\n%s; run took %s\n", machine(), time.Since(start).Round(time.Second))
+	fmt.Printf("\n%s; %s; run took %s\n", machine(), network, time.Since(start).Round(time.Second))
 }
 
 // machine names what the figures were measured on.
