@@ -100,13 +100,14 @@ func TestStrictSyncWritesLogBeforeReturning(t *testing.T) {
 }
 
 // BenchmarkOutput measures recording chunks of 4 KiB (a PTY master's
-// read) and 64 KiB (the broker's largest batch, broker/readbatch_linux.go):
+// read), 64 KiB (a pipe's default capacity) and 1 MiB (the broker's largest
+// batch, broker/readbatch_linux.go):
 // "plain" writes the same typescript bytes and timing lines to two files,
 // as the recorder would without the integrity log; "interval" and "strict"
 // are the recorder with the log under each durability mode.
 // log-bytes/MiB is the log's size per MiB of transcript.
 func BenchmarkOutput(b *testing.B) {
-	for _, size := range []int{4 << 10, 64 << 10} {
+	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
 		p := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 		kib := fmt.Sprintf("/%dKiB", size>>10)
 		b.Run("plain"+kib, func(b *testing.B) {
