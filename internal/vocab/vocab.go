@@ -207,6 +207,14 @@ const (
 	GapPcapQueueFull   = "pcap-queue-full"     // the session's pcap writer fell behind the capture; packets not stored
 )
 
+// AttrQueueLimit is the bound a pcap-queue-full gap record's packets met:
+// the session's own queue, or the batches of every session together.
+const (
+	AttrQueueLimit    = "queue_limit"
+	QueueLimitSession = "session"
+	QueueLimitEngine  = "engine"
+)
+
 // The audit witness (witness/audit): <session>/audit/ holds the session's
 // audit records in auditd's log format, in files bound into the session's
 // chain like the pcap files; <root>/_audit/ and <root>/_proc-acct/ hold

@@ -53,6 +53,8 @@ type Engine struct {
 
 	ifaces map[int]ifaceInfo // owned by the loop goroutine
 
+	batches batchBudget // the sessions' outstanding batches (queue.go)
+
 	// caught is the time before which every packet has been delivered;
 	// caughtCh is closed and replaced whenever it advances.
 	caughtMu sync.Mutex
@@ -83,6 +85,7 @@ func StartEngine(listenPort uint16, log *slog.Logger) (*Engine, error) {
 		return nil, fmt.Errorf("pcap: open a packet socket: %w", err)
 	}
 	e := &Engine{fd: fd, log: log, ifaces: map[int]ifaceInfo{}, caughtCh: make(chan struct{}), done: make(chan struct{})}
+	e.batches.limit = engineBatches
 	if err := e.setup(filter); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -280,6 +283,8 @@ func (e *Engine) drops() uint64 {
 	defer e.statsMu.Unlock()
 	return e.dropped
 }
+
+func (e *Engine) budget() *batchBudget { return &e.batches }
 
 func (e *Engine) caughtUp(t time.Time) {
 	e.caughtMu.Lock()

@@ -1,6 +1,9 @@
 package pcap
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // The session writer runs beside the ring. Writing pcap files (write
 // system calls and the running SHA-256 of every byte) on the goroutine that
@@ -12,6 +15,14 @@ import "sync"
 // is bounded: when a session's writer has queueBatches batches outstanding,
 // its further packets are counted, never waited for, and become a
 // pcap-queue-full gap record at close. The ring never blocks on a session.
+//
+// The per-session bound alone let memory grow with the number of sessions
+// (64 sessions behind at once: 1 GiB), and the operator sizes the
+// sidecar's memory once, whatever the agents open. So the engine also
+// bounds the batches outstanding across all its sessions (engineBatches):
+// a session that cannot have a batch because the engine's are all out
+// counts its packets the same way, in a gap record of its own that names
+// the bound (queue_limit engine, or session for the session's own).
 
 const (
 	// batchBytes holds the packet bytes of one batch: at least two packets
@@ -21,7 +32,42 @@ const (
 	// queued and being written): 16 MiB, half the ring, held only while
 	// the session's writer is behind.
 	queueBatches = 32
+	// engineBatches bounds the batches outstanding across every session of
+	// an engine: 64 MiB, twice the ring. A busy session's writer normally
+	// has a few MiB outstanding (the benchmark measured 6-9 MiB a session
+	// under heavy loopback traffic), so about eight such sessions share it
+	// before any loses a packet, and four sessions whose writers stalled
+	// entirely take it all only after each reached its own bound; from
+	// then on every session, keeping up or not, counts the packets it
+	// has no batch for until those writers give batches back: the price
+	// of a memory figure that does not grow with the sessions. A fixed
+	// figure, not a setting: the sidecar's memory limit has to cover it
+	// whatever the number of sessions, and nothing here is per lab.
+	engineBatches = 4 * queueBatches
 )
+
+// batchBudget counts an engine's outstanding batches against its bound.
+// The ring goroutine takes, the sessions' writers give back.
+type batchBudget struct {
+	limit int64
+	n     atomic.Int64
+}
+
+// take reserves a batch; false when limit are outstanding. It never
+// waits: the ring goroutine calls it.
+func (b *batchBudget) take() bool {
+	for {
+		n := b.n.Load()
+		if n >= b.limit {
+			return false
+		}
+		if b.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (b *batchBudget) give() { b.n.Add(-1) }
 
 // batch is packets copied out of the ring, their data back to back in buf.
 type batch struct {
@@ -50,8 +96,8 @@ func (b *batch) release() {
 	batches.Put(b)
 }
 
-// enqueue stores p for the writer, or counts it when the session's queue is
-// full. Callers hold t.mu.
+// enqueue stores p for the writer, or counts it when the session's queue or
+// the engine's batches are all out. Callers hold t.mu.
 func (t *tap) enqueue(p *packet) {
 	if t.filling != nil && !t.filling.fits(len(p.data)) {
 		t.handOffLocked()
@@ -59,6 +105,10 @@ func (t *tap) enqueue(p *packet) {
 	if t.filling == nil {
 		if t.outstanding >= queueBatches {
 			t.queueFull.add(p)
+			return
+		}
+		if !t.budget.take() {
+			t.engineFull.add(p)
 			return
 		}
 		t.filling = batches.Get().(*batch)
@@ -111,6 +161,7 @@ func (t *tap) writeQueued(queue <-chan *batch) {
 		t.mu.Lock()
 		t.outstanding--
 		t.mu.Unlock()
+		t.budget.give()
 		// Stored evidence gets a checkpoint; not under a lock of the
 		// tap's: the recorder calls Checkpoint holding its own.
 		if !t.notified.Swap(true) {

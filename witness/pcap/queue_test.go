@@ -16,13 +16,23 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
-// idleEngine is an engine with nothing attached to report.
+// idleEngine is an engine with nothing attached to report; each of its
+// sessions has an engine's batches of its own.
 type idleEngine struct{}
 
 func (idleEngine) attach(*tap)          {}
 func (idleEngine) detach(*tap)          {}
 func (idleEngine) drops() uint64        { return 0 }
 func (idleEngine) waitCaught(time.Time) {}
+func (idleEngine) budget() *batchBudget { return &batchBudget{limit: engineBatches} }
+
+// sharedEngine is an idle engine whose sessions share its batches.
+type sharedEngine struct {
+	idleEngine
+	batches *batchBudget
+}
+
+func (e sharedEngine) budget() *batchBudget { return e.batches }
 
 func testFiles(t *testing.T, dir string) *fileSet {
 	return newFileSet(Limits{RotateBytes: 1 << 30, Files: DefaultFiles}, func(name string) (*os.File, error) {
@@ -90,7 +100,7 @@ func TestQueueFullBecomesAGap(t *testing.T) {
 			filePackets = r.attrs[vocab.AttrPackets]
 		case r.typ == vocab.TypeGap && r.attrs[vocab.AttrReason] == vocab.GapPcapQueueFull:
 			gapCount = r.attrs[vocab.AttrCount]
-			if r.attrs[vocab.AttrBytes] != strconv.Itoa(excess*size) || r.attrs[vocab.AttrFirst] == "" {
+			if r.attrs[vocab.AttrBytes] != strconv.Itoa(excess*size) || r.attrs[vocab.AttrFirst] == "" || r.attrs[vocab.AttrQueueLimit] != vocab.QueueLimitSession {
 				t.Errorf("queue-full gap attrs = %v", r.attrs)
 			}
 		}
@@ -106,6 +116,114 @@ func TestQueueFullBecomesAGap(t *testing.T) {
 	}
 	if notified.Load() == 0 {
 		t.Error("the writer stored packets and asked for no checkpoint")
+	}
+}
+
+// TestEngineBoundsEverySessionsBatches: sessions whose writers are stuck
+// hold together at most engineBatches batches, however many there are.
+// One session fills its own queue (its further packets: queue_limit
+// session), six more share the rest of the engine's batches, and then
+// they and a session opened late count their packets as queue_limit
+// engine. Each session's stored and counted packets add up to what it saw,
+// and every batch is given back once the writers have written.
+func TestEngineBoundsEverySessionsBatches(t *testing.T) {
+	const others = 6
+	share := (engineBatches - queueBatches) / others
+	if share*others != engineBatches-queueBatches || share >= queueBatches {
+		t.Fatalf("queueBatches %d and engineBatches %d: pick another number of sessions sharing the engine", queueBatches, engineBatches)
+	}
+	budget := &batchBudget{limit: engineBatches}
+	eng := sharedEngine{batches: budget}
+	open := func() *tap {
+		tp := newTap(eng, testFiles(t, t.TempDir()), func() {})
+		tp.Start()
+		tp.filesMu.Lock() // the writer cannot write
+		return tp
+	}
+
+	const size = 100 << 10
+	perBatch := batchBytes / size
+	const excess = 7
+	p := packet{ifindex: 1, ifname: "lo", linkType: layers.LinkTypeEthernet, data: make([]byte, size), length: size}
+	var taps []*tap
+	deliver := func(tp *tap) {
+		p.ts = time.Now()
+		tp.deliver(&p)
+		total := 0
+		for _, o := range taps {
+			o.mu.Lock()
+			total += o.outstanding
+			o.mu.Unlock()
+		}
+		if total > engineBatches || budget.n.Load() > engineBatches {
+			t.Fatalf("%d batches outstanding (the engine counts %d), bound %d", total, budget.n.Load(), engineBatches)
+		}
+	}
+
+	heavy := open()
+	taps = append(taps, heavy)
+	for i := 0; i < queueBatches*perBatch+excess; i++ {
+		deliver(heavy)
+	}
+	var sharing []*tap
+	for range others {
+		sharing = append(sharing, open())
+	}
+	taps = append(taps, sharing...)
+	for i := 0; i < share*perBatch+excess; i++ {
+		for _, tp := range sharing {
+			deliver(tp)
+		}
+		deliver(heavy)
+	}
+	late := open()
+	taps = append(taps, late)
+	for range excess {
+		deliver(late)
+	}
+	if n := budget.n.Load(); n != engineBatches {
+		t.Errorf("the engine counts %d batches outstanding, want all %d", n, engineBatches)
+	}
+
+	type want struct{ stored, session, engine int }
+	wants := map[*tap]want{heavy: {queueBatches * perBatch, excess + share*perBatch + excess, 0}, late: {0, 0, excess}}
+	for _, tp := range sharing {
+		wants[tp] = want{share * perBatch, 0, excess}
+	}
+	for _, tp := range taps {
+		tp.filesMu.Unlock()
+	}
+	for i, tp := range taps {
+		var got want
+		attrs, err := tp.Close(func(typ string, a map[string]string) error {
+			switch {
+			case typ == vocab.TypePcapFile:
+				got.stored, _ = strconv.Atoi(a[vocab.AttrPackets])
+			case typ == vocab.TypeGap && a[vocab.AttrReason] == vocab.GapPcapQueueFull:
+				n, _ := strconv.Atoi(a[vocab.AttrCount])
+				switch a[vocab.AttrQueueLimit] {
+				case vocab.QueueLimitSession:
+					got.session += n
+				case vocab.QueueLimitEngine:
+					got.engine += n
+				default:
+					t.Errorf("session %d: queue-full gap without a known limit: %v", i, a)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != wants[tp] {
+			t.Errorf("session %d: stored, session-limited, engine-limited packets = %+v, want %+v", i, got, wants[tp])
+		}
+		if seen := strconv.Itoa(got.stored + got.session + got.engine); attrs[vocab.AttrPcapPackets] != seen {
+			t.Errorf("session %d: close attrs count %s packets seen, stored and counted add up to %s", i, attrs[vocab.AttrPcapPackets], seen)
+		}
+	}
+	if n := budget.n.Load(); n != 0 {
+		t.Errorf("%d batches still counted against the engine after every session closed", n)
 	}
 }
 

@@ -34,8 +34,10 @@ type tap struct {
 	dropsAt     uint64  // the engine's kernel drop count at Start
 	// The queue to the session's writer (queue.go).
 	filling     *batch        // packets not handed over yet
+	budget      *batchBudget  // the engine's batches, shared by its sessions
 	outstanding int           // batches filling, queued or being written
-	queueFull   counted       // packets not stored: the queue was full
+	queueFull   counted       // packets not stored: the session's queue was full
+	engineFull  counted       // packets not stored: the engine's batches were all out
 	queue       chan *batch   // nil until the first hand-off, and after Close
 	written     chan struct{} // closed when the writer has written everything
 
@@ -64,10 +66,12 @@ type engine interface {
 	// waitCaught waits, within its bound, until every packet the kernel
 	// timestamped before t has been delivered.
 	waitCaught(t time.Time)
+	// budget bounds the batches outstanding across its sessions (queue.go).
+	budget() *batchBudget
 }
 
 func newTap(eng engine, files *fileSet, notify func()) *tap {
-	return &tap{eng: eng, files: files, notify: notify, ifaces: map[int]*ifaceStats{}}
+	return &tap{eng: eng, budget: eng.budget(), files: files, notify: notify, ifaces: map[int]*ifaceStats{}}
 }
 
 // Start opens the window and attaches the tap to the engine.
@@ -164,9 +168,17 @@ func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
 	for _, g := range []struct {
 		c      *counted
 		reason string
-	}{{&t.files.rotated, vocab.GapPcapRotation}, {&t.files.failed, vocab.GapPcapWriteFailed}, {&t.unsupported, vocab.GapPcapLinkType}, {&t.queueFull, vocab.GapPcapQueueFull}} {
+		limit  string // which queue bound, for GapPcapQueueFull
+	}{
+		{&t.files.rotated, vocab.GapPcapRotation, ""}, {&t.files.failed, vocab.GapPcapWriteFailed, ""}, {&t.unsupported, vocab.GapPcapLinkType, ""},
+		{&t.queueFull, vocab.GapPcapQueueFull, vocab.QueueLimitSession}, {&t.engineFull, vocab.GapPcapQueueFull, vocab.QueueLimitEngine},
+	} {
 		if g.c.packets > 0 {
-			if err := emit(vocab.TypeGap, g.c.gapAttrs(g.reason)); err != nil {
+			a := g.c.gapAttrs(g.reason)
+			if g.limit != "" {
+				a[vocab.AttrQueueLimit] = g.limit
+			}
+			if err := emit(vocab.TypeGap, a); err != nil {
 				return nil, err
 			}
 		}
