@@ -30,7 +30,7 @@ type auditLinesWitness struct {
 	lines string
 }
 
-func (w *auditLinesWitness) Start()                                              {}
+func (w *auditLinesWitness) Start() map[string]string                            { return nil }
 func (w *auditLinesWitness) Checkpoint(recorder.Emit) (map[string]string, error) { return nil, nil }
 func (w *auditLinesWitness) Close(emit recorder.Emit) (map[string]string, error) {
 	d, err := w.mkdir()

@@ -24,7 +24,7 @@ func (b *binderSource) Open(func() (*os.File, error), func()) (Witness, map[stri
 
 type plainWitness struct{}
 
-func (plainWitness) Start()                                     {}
+func (plainWitness) Start() map[string]string                   { return nil }
 func (plainWitness) Checkpoint(Emit) (map[string]string, error) { return nil, nil }
 func (plainWitness) Close(emit Emit) (map[string]string, error) { return nil, nil }
 
@@ -135,5 +135,35 @@ func TestVerifyRefusesImplausibleAuditSession(t *testing.T) {
 				t.Errorf("verify = OK %v, anomalies %v; want one containing %q", rep.OK(), rep.Anomalies, tt.want)
 			}
 		})
+	}
+}
+
+// blindSource's witnesses say on Open that they witness, and on Start that
+// they could not open their window.
+type blindSource struct{}
+
+func (blindSource) Class() string { return "blind" }
+func (blindSource) Open(func() (*os.File, error), func()) (Witness, map[string]string) {
+	return blindWitness{}, map[string]string{"blind": "on"}
+}
+
+type blindWitness struct{ plainWitness }
+
+func (blindWitness) Start() map[string]string {
+	return map[string]string{"blind": "unavailable", "blind_reason": "no socket"}
+}
+
+// TestWitnessStartOverridesOpen: what a witness says of its start
+// replaces what its Open said, in the open record.
+func TestWitnessStartOverridesOpen(t *testing.T) {
+	opts := testOptions()
+	opts.Witnesses = []WitnessSource{blindSource{}}
+	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm", Rows: 24, Cols: 80}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.Close(0))
+	if log := readLog(t, s.Dir()); !strings.Contains(log, `"blind":"unavailable","blind_reason":"no socket"`) {
+		t.Errorf("the open record does not say what the witness's start said:\n%s", log)
 	}
 }

@@ -147,7 +147,7 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	// The witnesses' window opens just before the open record is written
 	// and (Close) ends just before the close record: whoever sees the
 	// open record knows the window is open.
-	s.startWitnesses()
+	s.startWitnesses(open)
 	if err := s.chain.Append(vocab.TypeOpen, withExactValues(open)); err != nil {
 		return nil, err
 	}

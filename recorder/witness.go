@@ -42,8 +42,10 @@ type WitnessSource interface {
 // Witness is one session's witness, owned by the recorder once opened.
 type Witness interface {
 	// Start begins the session's window; called once, just before the
-	// open record is written.
-	Start()
+	// open record is written. The attributes it returns replace the open
+	// record's of the same names: a witness that could not open its
+	// window says so there (pcap unavailable, and why).
+	Start() map[string]string
 	// Checkpoint makes the witness's files durable, emits a record for
 	// anything it finished since the last call, and returns the
 	// attributes the signed checkpoint carries (the current file's size
@@ -81,10 +83,11 @@ func (s *Session) openWitnesses(open map[string]string) {
 	}
 }
 
-// startWitnesses begins every witness's window.
-func (s *Session) startWitnesses() {
+// startWitnesses begins every witness's window and adds to the open
+// record's attributes what each says of its start.
+func (s *Session) startWitnesses(open map[string]string) {
 	for _, w := range s.witnesses {
-		w.Start()
+		maps.Copy(open, w.Start())
 	}
 }
 

@@ -89,12 +89,14 @@ func (g gapRecord) appendLine(b []byte) []byte {
 	return append(b, '\n')
 }
 
-// Start implements recorder.Witness.
-func (w *witness) Start() {
+// Start implements recorder.Witness; the audit witness always opens its
+// window.
+func (w *witness) Start() map[string]string {
 	w.mu.Lock()
 	w.started = true
 	w.mu.Unlock()
 	w.eng.attach(w)
+	return nil
 }
 
 // BindAuditSession implements recorder.AuditBinder: from now on the

@@ -20,7 +20,7 @@ import (
 // sessions has an engine's batches of its own.
 type idleEngine struct{}
 
-func (idleEngine) attach(*tap)          {}
+func (idleEngine) attach(*tap) error    { return nil }
 func (idleEngine) detach(*tap)          {}
 func (idleEngine) drops() uint64        { return 0 }
 func (idleEngine) waitCaught(time.Time) {}

@@ -38,9 +38,5 @@ type closingTap struct {
 
 func (c *closingTap) Close(emit recorder.Emit) (map[string]string, error) {
 	defer c.dir.Close()
-	if !c.started {
-		// Create failed before the window opened: nothing to close.
-		return nil, nil
-	}
 	return c.tap.Close(emit)
 }

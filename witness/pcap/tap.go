@@ -58,7 +58,9 @@ type ifaceStats struct {
 
 // engine is what a tap needs of the capture engine.
 type engine interface {
-	attach(t *tap)
+	// attach starts delivering to t; an error says why it cannot, and
+	// then t is not attached.
+	attach(t *tap) error
 	detach(t *tap)
 	// drops returns the kernel's drop count so far, summed over the
 	// engine's life.
@@ -74,13 +76,21 @@ func newTap(eng engine, files *fileSet, notify func()) *tap {
 	return &tap{eng: eng, budget: eng.budget(), files: files, notify: notify, ifaces: map[int]*ifaceStats{}}
 }
 
-// Start opens the window and attaches the tap to the engine.
-func (t *tap) Start() {
+// Start attaches the tap to the engine and opens the window: after the
+// attach, which turns capture on for the first session, so every packet
+// of the window reaches the tap. When the engine cannot capture, the
+// window stays shut and the open record says pcap unavailable and why.
+func (t *tap) Start() map[string]string {
 	drops := t.eng.drops()
+	if err := t.eng.attach(t); err != nil {
+		return map[string]string{vocab.AttrPcap: vocab.PcapUnavailable, vocab.AttrPcapReason: err.Error()}
+	}
+	// The window opens under mu, which deliver takes: a packet delivered
+	// before was stamped before start.
 	t.mu.Lock()
 	t.start, t.started, t.dropsAt = time.Now(), true, drops
 	t.mu.Unlock()
-	t.eng.attach(t)
+	return nil
 }
 
 // deliver queues p for the session's writer when it falls in the window.
@@ -138,9 +148,15 @@ func (t *tap) emitFinished(emit recorder.Emit) error {
 // Close ends the window at now, waits until the engine has delivered what
 // the kernel saw before it, detaches, finishes the last file and emits its
 // record and the session's pcap gaps; it returns the close record's totals.
+// A tap whose window never opened (Start was not called, or the engine
+// could not capture) has nothing to close.
 func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
 	end := time.Now()
 	t.mu.Lock()
+	if !t.started {
+		t.mu.Unlock()
+		return nil, nil
+	}
 	t.end = end
 	t.mu.Unlock()
 	t.eng.waitCaught(end)
