@@ -17,7 +17,6 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
-	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
 // Each benchmark has a "direct" sub-benchmark: the same work on a local PTY
@@ -41,7 +40,7 @@ func BenchmarkSessionOpen(b *testing.B) {
 		}
 	})
 	b.Run("direct", func(b *testing.B) {
-		local := local.New()
+		local := testLocalLauncher(b, currentUser(b))
 		for b.Loop() {
 			master, slave, err := pty.Open()
 			if err != nil {

@@ -20,6 +20,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/local"
@@ -98,7 +99,7 @@ func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 		HostKey:        hostKey,
 		AuthorizedKeys: ak,
 		Users:          []string{h.user},
-		Launcher:       local.New(),
+		Launcher:       testLocalLauncher(tb, h.user),
 		CaptureRoot:    h.root,
 		AcceptEnv:      broker.DefaultAcceptEnv,
 		Limits:         broker.DefaultLimits(),
@@ -130,6 +131,40 @@ func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 		}
 	})
 	return h
+}
+
+// testLocalLauncher is the local adapter with the system's accounts, but
+// user's home replaced by an empty folder of the test's: the suites must
+// not depend on the machine's dotfiles. On the development machines root's
+// .bashrc runs `pyenv init`, whose rehash holds a lock file while it runs;
+// a test that hangs a shell up at once (ssh2's shell.end(), the hangup
+// suites) could kill it mid-rehash and leave the lock behind, after which
+// every root login waited 60 s for it and every later PTY test timed out.
+func testLocalLauncher(tb testing.TB, user string) *local.Local {
+	tb.Helper()
+	system, err := os.ReadFile(login.SystemPasswd)
+	if err != nil {
+		tb.Fatalf("read the system's passwd: %v", err)
+	}
+	home := tb.TempDir()
+	lines := strings.SplitAfter(string(system), "\n")
+	found := false
+	for i, line := range lines {
+		f := strings.Split(strings.TrimSuffix(line, "\n"), ":")
+		if len(f) == 7 && f[0] == user {
+			f[5] = home
+			lines[i] = strings.Join(f, ":") + "\n"
+			found = true
+		}
+	}
+	if !found {
+		tb.Fatalf("user %s has no entry in %s", user, login.SystemPasswd)
+	}
+	passwd := filepath.Join(tb.TempDir(), "passwd")
+	if err := os.WriteFile(passwd, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return local.NewWithAccountFiles(passwd, login.SystemGroup)
 }
 
 func (h *harness) clientConfig(user string, signer gossh.Signer) *gossh.ClientConfig {
