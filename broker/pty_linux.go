@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -112,31 +111,12 @@ func (r *run) openPipes() (childEnds []*os.File, err error) {
 		if i == 0 {
 			ours, childEnds = append(ours, pw), append(childEnds, pr)
 		} else {
-			r.growPipe(pr)
 			ours, childEnds = append(ours, pr), append(childEnds, pw)
 		}
 	}
 	r.stdin = ours[0]
 	r.outputs = []*output{{src: ours[1], dst: r.ss.ch}, {src: ours[2], dst: r.ss.ch.Stderr(), stderr: true}}
 	return childEnds, nil
-}
-
-// growPipe asks the kernel to make an output pipe batchSize large, so a
-// command writing in bulk keeps writing while the copier records and
-// delivers, and one read takes a whole batch. The bytes it holds are
-// neither recorded nor delivered yet, so the pipe is only a larger bound on
-// what waits for the copier. A pipe the kernel will not grow (a lowered
-// fs.pipe-max-size, or fs.pipe-user-pages-soft reached without
-// CAP_SYS_RESOURCE) keeps its default 64 KiB: slower, still correct.
-func (r *run) growPipe(f *os.File) {
-	rc, err := f.SyscallConn()
-	if err == nil {
-		cerr := rc.Control(func(fd uintptr) { _, err = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, batchSize) })
-		err = errors.Join(cerr, err)
-	}
-	if err != nil {
-		r.ss.log.Debug("output pipe keeps the kernel's default size", "err", err.Error())
-	}
 }
 
 // setWindow sets the terminal size through the master. It goes through

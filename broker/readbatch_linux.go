@@ -4,32 +4,66 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
 
-// batchSize is the most one read of a session's output takes, and so the
-// most one record write and one channel write carry. It matches the
-// capacity the output pipes are given (growPipe), so one read empties a
-// full pipe. Per batch the copier pays a record write, a timing line, a
-// digest update and a delivery hand-off, and the runtime a few thread
-// switches: at 64 KiB (a pipe's default capacity) those made bulk output
-// cost about a third more CPU per byte than at 1 MiB. A busy stream holds
-// two batches (one being read and recorded, one being delivered, see
-// copyOutput), which is also the most a slow client can make the broker
-// hold per stream; an idle one holds none (readBatch takes a batch only
-// once the kernel has bytes). A PTY master fills a batch only under bulk
-// output, since readBatch stops at the first read that finds nothing.
-const batchSize = 1 << 20
+// Output is read into pooled batches of two sizes. smallBatch matches a
+// pipe's capacity (64 KiB), so one read empties a full pipe; it is what
+// every read takes first, and what an interactive session's prompts and
+// echoes come in. A stream whose last read filled its batch is in bulk:
+// its next read takes a largeBatch, which the copier fills while the
+// command refills the pipe. Per batch the copier pays a record write, a
+// timing line, a digest update and a delivery, and the runtime a few
+// thread switches: at 64 KiB those made bulk output cost about a third
+// more CPU per byte than at 1 MiB (BenchmarkBulkExecOutput).
+//
+// A busy stream holds two batches (one being read and recorded, one being
+// delivered, see copyOutput), which is also the most a stalled client can
+// make the broker hold per stream; an idle one holds none (readBatch takes
+// a batch only once the kernel has bytes). Large batches out of the pool
+// are bounded for the whole server (maxLargeBatches): past the bound a
+// stream in bulk reads into small ones, so many stalled clients pin at most
+// that many MiB, not 2 MiB a stream.
+const (
+	smallBatch      = 64 << 10
+	largeBatch      = 1 << 20
+	maxLargeBatches = 32
+)
 
-// batches pools output batches across sessions, so idle sessions cost no
-// buffer and busy ones do not allocate per read.
-var batches = sync.Pool{New: func() any { b := make([]byte, batchSize); return &b }}
+// The pools keep batches across sessions, so idle sessions cost no buffer
+// and busy ones do not allocate per read. largeOut counts the large
+// batches out of their pool.
+var (
+	smallBatches = sync.Pool{New: func() any { b := make([]byte, smallBatch); return &b }}
+	largeBatches = sync.Pool{New: func() any { b := make([]byte, largeBatch); return &b }}
+	largeOut     atomic.Int32
+)
 
-func getBatch() *[]byte  { return batches.Get().(*[]byte) }
-func putBatch(b *[]byte) { batches.Put(b) }
+// getBatch returns a small batch, or a large one when large is asked for
+// and fewer than maxLargeBatches are out.
+func getBatch(large bool) *[]byte {
+	if large {
+		if largeOut.Add(1) <= maxLargeBatches {
+			return largeBatches.Get().(*[]byte)
+		}
+		largeOut.Add(-1)
+	}
+	return smallBatches.Get().(*[]byte)
+}
 
-// readBatch reads from f whatever the kernel has ready, up to batchSize,
+// putBatch returns b to the pool it came from.
+func putBatch(b *[]byte) {
+	if len(*b) == largeBatch {
+		largeBatches.Put(b)
+		largeOut.Add(-1)
+		return
+	}
+	smallBatches.Put(b)
+}
+
+// readBatch reads from f whatever the kernel has ready, up to a batch,
 // blocking (through the runtime poller, so deadlines apply) only until the
 // first byte. A PTY master returns at most one tty buffer (about 4 KiB) per
 // read; taking everything already queued in one call means one record write
@@ -40,7 +74,9 @@ func putBatch(b *[]byte) { batches.Put(b) }
 //
 // waited says that the stream was idle: nothing was queued when the read
 // began, so the read waited for the first byte.
-func readBatch(f *os.File) (batch *[]byte, n int, waited bool, _ error) {
+//
+// large asks for a large batch (the stream is in bulk, see getBatch).
+func readBatch(f *os.File, large bool) (batch *[]byte, n int, waited bool, _ error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, 0, false, err
@@ -48,7 +84,7 @@ func readBatch(f *os.File) (batch *[]byte, n int, waited bool, _ error) {
 	var rerr error
 	err = rc.Read(func(fd uintptr) bool {
 		if batch == nil {
-			batch = getBatch()
+			batch = getBatch(large)
 		}
 		buf := *batch
 		for n < len(buf) {

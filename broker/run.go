@@ -42,7 +42,7 @@ const exitSSHFailure = 255
 // quietInputSize is the input copier's buffer while the client sends
 // keystrokes and commands, which is what an idle or interactive session
 // holds. A read that fills it means more is queued in the channel: the
-// copier then reads into a pooled batch (batchSize) until a read leaves the
+// copier then reads into a pooled small batch (smallBatch) until a read leaves the
 // batch partly empty, and gives the batch back before it waits again.
 const quietInputSize = 2 << 10
 
@@ -339,9 +339,11 @@ func (r *run) copyOutput(o *output) {
 		}
 	}()
 	var drained time.Duration // after the exit: time spent reading and recording
+	bulk := false             // the last read filled its batch
 	for {
 		start := time.Now()
-		batch, n, waited, err := readBatch(o.src)
+		batch, n, waited, err := readBatch(o.src, bulk)
+		bulk = n > 0 && n == len(*batch)
 		if n > 0 {
 			if rerr := o.record(r.rec, (*batch)[:n]); rerr != nil {
 				putBatch(batch)
@@ -456,7 +458,7 @@ func (r *run) copyInput(dst *os.File, closeOnEOF bool) {
 		}
 		switch {
 		case n == len(buf) && batch == nil:
-			batch = getBatch()
+			batch = getBatch(false)
 		case n < len(buf) && batch != nil:
 			putBatch(batch)
 			batch = nil

@@ -21,7 +21,7 @@ const (
 	// MaxUnsignedTail bounds the typescript bytes past the last trusted
 	// checkpoint (and the data records chained after it): the 16 MiB
 	// schedule plus as much again for margin; the chunk that crosses the
-	// schedule is at most 1 MiB from the broker (batchSize in
+	// schedule is at most 1 MiB from the broker (largeBatch in
 	// broker/readbatch_linux.go), and a data record at most 1 MiB (maxCoalesce in
 	// integrity/chain.go).
 	MaxUnsignedTail = 32 << 20
