@@ -110,6 +110,12 @@ type Engine struct {
 	// settledAt is the instant before which every record the kernel
 	// sent has been read and every event delivered (assembler.settled).
 	settledAt time.Time
+
+	// statusMu serializes pollStatus: the loop's, once a second, and a
+	// closing session's (detach).
+	statusMu sync.Mutex
+	// now is the clock of a closing session's poll (detach); tests set it.
+	now func() time.Time
 	// disabled and removed are the checks of auditing on and of the
 	// relied rules: their open windows reach every session (attach, detach).
 	disabled, removed blindness
@@ -169,7 +175,7 @@ func Start(cfg Config) (_ *Engine, err error) {
 func newEngine(ctl kernel, log *slog.Logger) *Engine {
 	return &Engine{ctl: ctl, log: log, bound: map[uint32][]*witness{}, known: map[uint32]bool{},
 		pending: map[uint32][]*Event{}, pendAt: map[uint32]time.Time{}, open: map[*witness]bool{},
-		acct: newProcAcct(), done: make(chan struct{}), undo: func() {}}
+		acct: newProcAcct(), done: make(chan struct{}), undo: func() {}, now: time.Now}
 }
 
 // prepareKernel enables auditing if it is off (syscall records need it;
@@ -372,6 +378,8 @@ func parseDatagram(asm *assembler, data []byte, now time.Time) []*Event {
 // open session (any lost record may have been one of theirs), and checks
 // that what the witness relies on is in place (checkKernel).
 func (e *Engine) pollStatus(now time.Time) {
+	e.statusMu.Lock()
+	defer e.statusMu.Unlock()
 	st, err := e.ctl.status()
 	if err != nil {
 		e.log.Warn("audit: read the kernel's audit status", "err", err.Error())
@@ -514,6 +522,13 @@ func (e *Engine) detach(w *witness, ses uint32, end time.Time) {
 			break
 		}
 		time.Sleep(pollEvery / 5)
+	}
+	// The loop polls the kernel's status once a second: a blind window or
+	// a rise of the lost counter since its last poll may have begun
+	// before end, and w would leave unaware of it. One more poll now,
+	// while w is still open, states it in w's record too.
+	if !e.stop.Load() {
+		e.pollStatus(e.now())
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -126,7 +126,11 @@ type assembler struct {
 	order []uint64 // serials in arrival order of their first record
 	// Malformed counts records whose text has no audit(...) header.
 	malformed int64
-	// latest is the kernel time of the newest record taken.
+	// latest is the kernel time of the last record taken. Not the
+	// newest: the kernel sends records in the order it queued them, and a
+	// clock stepped back (NTP, a resumed VM) must not hold the settled
+	// instant in the future, where every closing session would leave at
+	// once.
 	latest time.Time
 }
 
@@ -149,9 +153,7 @@ func (a *assembler) add(typ uint16, text string, now time.Time) []*Event {
 		a.malformed++
 		return nil
 	}
-	if t.After(a.latest) {
-		a.latest = t
-	}
+	a.latest = t
 	var done []*Event
 	e := a.open[serial]
 	if e == nil {
@@ -201,7 +203,7 @@ const stampCoarseness = 20 * time.Millisecond
 
 // settled is the instant before which every record has been taken and
 // every event completed. When the socket was just found empty that is
-// now; on a busy socket, the kernel time of the newest record taken, less
+// now; on a busy socket, the kernel time of the last record taken, less
 // the clock's coarseness. It is never later than the first open event
 // (events are opened in the kernel's order, so that is the oldest).
 func (a *assembler) settled(idle bool, now time.Time) time.Time {

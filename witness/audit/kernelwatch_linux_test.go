@@ -134,8 +134,9 @@ func newWatchRig(t *testing.T) *watchRig {
 		}
 	})
 	// No reader runs: everything the kernel sent is read, so a closing
-	// session does not wait for one.
+	// session does not wait for one. Its poll (detach) reads the rig's clock.
 	r.e.settledAt = time.Now().Add(time.Hour)
+	r.e.now = func() time.Time { return r.now }
 	if len(r.e.rules) != 3 || r.e.ownedRules() != 2 || len(k.rules) != 3 {
 		t.Fatalf("relied on %d rules (%d owned), the kernel lists %d; want 3 (2 owned) and 3", len(r.e.rules), r.e.ownedRules(), len(k.rules))
 	}
@@ -340,5 +341,31 @@ func TestKernelWatchRestoredBySomeoneElse(t *testing.T) {
 	}
 	if !strings.Contains(r.logBuf.String(), "restored by someone else") {
 		t.Errorf("the end of the window was not logged:\n%s", r.logBuf.String())
+	}
+}
+
+// TestKernelWatchSessionClosingBeforeThePoll: every rule is removed after
+// a poll that found them in place, and a session closes before the next
+// poll. Its close polls once more, while it is still open: its record
+// holds the window, and the rules are back.
+func TestKernelWatchSessionClosingBeforeThePoll(t *testing.T) {
+	r := newWatchRig(t)
+	signer := gossh.Signer(testutil.NewSigner())
+	s1, _ := r.session("s1", signer)
+	good := r.poll(time.Second)
+	r.k.rules = nil
+	r.now = r.now.Add(300 * time.Millisecond)
+	if err := s1.Close(0); err != nil {
+		t.Fatal(err)
+	}
+	rep := examine.VerifyKeys(s1.Dir(), examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}})
+	if !rep.OK() || len(rep.Gaps) != 1 {
+		t.Fatalf("verify: ok=%v gaps %+v anomalies %v; want one gap", rep.OK(), rep.Gaps, rep.Anomalies)
+	}
+	if g := rep.Gaps[0]; g.Reason != vocab.GapAuditRulesRemoved || g.First != witnessfs.Stamp(good) || g.Last != witnessfs.Stamp(r.now) || g.Count != 3 {
+		t.Errorf("the window: %+v; want %s from %s to %s, 3 rules", g, vocab.GapAuditRulesRemoved, witnessfs.Stamp(good), witnessfs.Stamp(r.now))
+	}
+	if len(r.k.rules) != 3 {
+		t.Errorf("the kernel lists %d rules after the close's poll; want the 3 restored", len(r.k.rules))
 	}
 }
