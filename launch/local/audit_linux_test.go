@@ -19,27 +19,18 @@ func TestLocalAuditSession(t *testing.T) {
 		t.Skipf("this test's loginuid is set (%q, %v): its children cannot get a fresh audit session", b, err)
 	}
 	l, _ := testLocal(t)
-	p, b, rerr := launchReadingSessionID(t, l)
-	ses, ok := p.AuditSession()
-	if !ok || rerr != nil || strings.TrimSpace(string(b)) != fmt.Sprint(ses) {
-		t.Errorf("AuditSession = %d, %v (note %q); /proc sessionid %q, %v", ses, ok, p.AuditSessionNote(), b, rerr)
-	}
-}
-
-// launchReadingSessionID launches a session process through l, reads its
-// /proc/<pid>/sessionid while it runs, and waits for its exit.
-func launchReadingSessionID(t *testing.T, l *Local) (p *login.Process, sessionID []byte, err error) {
-	t.Helper()
 	spec, stdin, _, _ := testutil.PipeSpec(t, "tester", "read x")
-	lp, err := l.Launch(context.Background(), spec)
+	p, err := l.Launch(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p = lp.(*login.Process)
-	sessionID, err = os.ReadFile(fmt.Sprintf("/proc/%d/sessionid", p.Pid()))
+	ses, ok := p.AuditSession()
+	b, rerr := os.ReadFile(fmt.Sprintf("/proc/%d/sessionid", p.(*login.Process).Pid()))
 	stdin.Close()
 	testutil.WaitExit(t, p)
-	return p, sessionID, err
+	if !ok || rerr != nil || strings.TrimSpace(string(b)) != fmt.Sprint(ses) {
+		t.Errorf("AuditSession = %d, %v (note %q); /proc sessionid %q, %v", ses, ok, p.(*login.Process).AuditSessionNote(), b, rerr)
+	}
 }
 
 // TestLocalWithoutAuditSessions: with WithoutAuditSessions (the server's
@@ -53,11 +44,19 @@ func TestLocalWithoutAuditSessions(t *testing.T) {
 	}
 	l, _ := testLocal(t)
 	l.WithoutAuditSessions()
-	p, b, rerr := launchReadingSessionID(t, l)
-	if ses, ok := p.AuditSession(); ok || ses != 0 {
+	spec, stdin, _, _ := testutil.PipeSpec(t, "tester", "read x")
+	p, err := l.Launch(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ses, ok := p.AuditSession()
+	b, rerr := os.ReadFile(fmt.Sprintf("/proc/%d/sessionid", p.(*login.Process).Pid()))
+	stdin.Close()
+	testutil.WaitExit(t, p)
+	if ok || ses != 0 {
 		t.Errorf("AuditSession = %d, %v; want none", ses, ok)
 	}
-	if note := p.AuditSessionNote(); note != login.NoAuditWitness {
+	if note := p.(*login.Process).AuditSessionNote(); note != login.NoAuditWitness {
 		t.Errorf("note %q, want %q", note, login.NoAuditWitness)
 	}
 	if rerr != nil || string(b) != string(own) {
