@@ -231,12 +231,7 @@ func (r *readiness) watchCounts(ctx context.Context, every time.Duration) {
 // readiness watcher.
 func newLauncher(cfg *serveConfig) (launch.Launcher, prober, error) {
 	if cfg.launch == "local" {
-		l := local.New()
-		if cfg.auditRules == nil {
-			// No audit witness: sessions need no audit session of their own.
-			l.WithoutAuditSessions()
-		}
-		return l, nil, nil
+		return local.New(), nil, nil
 	}
 	opts := []agentclient.AgentOption{agentclient.WithDialTimeout(cfg.agentDial), agentclient.WithReplyTimeout(cfg.agentReply), agentclient.WithAgentUID(cfg.agentUID)}
 	if cfg.insecureAgentSamePIDNS {

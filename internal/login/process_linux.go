@@ -59,13 +59,13 @@ const noTrampoline = "this program does not host the login trampoline (login.Tra
 // error names the shell path or home directory, never argv or env.
 func Start(cmd *exec.Cmd, acct Account) (*Process, error) {
 	if !trampolineHost.Load() {
-		return StartDirect(cmd, acct, noTrampoline)
+		return startDirect(cmd, acct, noTrampoline)
 	}
 	tcmd, ses, note, err := startTrampolined(cmd, uint32(acct.ID.UID))
 	if errors.Is(err, errNoTrampoline) {
 		// Capture must not become a login precondition: start as before,
 		// and say why there is no audit session.
-		return StartDirect(cmd, acct, err.Error())
+		return startDirect(cmd, acct, err.Error())
 	}
 	if err != nil {
 		return nil, err
@@ -75,14 +75,9 @@ func Start(cmd *exec.Cmd, acct Account) (*Process, error) {
 	return p, nil
 }
 
-// NoAuditWitness is the audit note of a session started directly because
-// the server's audit witness is off.
-const NoAuditWitness = "the audit witness is off, so the session was started without an audit session of its own"
-
-// StartDirect starts cmd as os/exec does, never through the trampoline,
-// and supervises it; note says why the process has no audit session of
-// its own.
-func StartDirect(cmd *exec.Cmd, acct Account, note string) (*Process, error) {
+// startDirect starts cmd as os/exec does; note says why the process has
+// no audit session of its own.
+func startDirect(cmd *exec.Cmd, acct Account, note string) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("launch: start shell: %w", err)
 	}

@@ -32,34 +32,3 @@ func TestLocalAuditSession(t *testing.T) {
 		t.Errorf("AuditSession = %d, %v (note %q); /proc sessionid %q, %v", ses, ok, p.(*login.Process).AuditSessionNote(), b, rerr)
 	}
 }
-
-// TestLocalWithoutAuditSessions: with WithoutAuditSessions (the server's
-// audit witness off) the session process is started directly: it keeps
-// this test's audit session, which /proc/<pid>/sessionid shows, and
-// reports none of its own with the note that says why.
-func TestLocalWithoutAuditSessions(t *testing.T) {
-	own, err := os.ReadFile("/proc/self/sessionid")
-	if err != nil {
-		t.Skipf("no audit session ids here: %v", err)
-	}
-	l, _ := testLocal(t)
-	l.WithoutAuditSessions()
-	spec, stdin, _, _ := testutil.PipeSpec(t, "tester", "read x")
-	p, err := l.Launch(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ses, ok := p.AuditSession()
-	b, rerr := os.ReadFile(fmt.Sprintf("/proc/%d/sessionid", p.(*login.Process).Pid()))
-	stdin.Close()
-	testutil.WaitExit(t, p)
-	if ok || ses != 0 {
-		t.Errorf("AuditSession = %d, %v; want none", ses, ok)
-	}
-	if note := p.(*login.Process).AuditSessionNote(); note != login.NoAuditWitness {
-		t.Errorf("note %q, want %q", note, login.NoAuditWitness)
-	}
-	if rerr != nil || string(b) != string(own) {
-		t.Errorf("the process's audit session is %q (%v), not this test's %q: it went through the trampoline", b, rerr, own)
-	}
-}

@@ -19,9 +19,6 @@ type Local struct {
 	// passwdPath and groupPath are set by New and never change; tests point
 	// them at fixtures (NewWithAccountFiles).
 	passwdPath, groupPath string
-	// noAuditSessions is set by WithoutAuditSessions before the first
-	// Launch and never changes.
-	noAuditSessions bool
 }
 
 var _ launch.Launcher = (*Local)(nil)
@@ -41,19 +38,6 @@ func New() *Local {
 func NewWithAccountFiles(passwdPath, groupPath string) *Local {
 	l := New()
 	l.passwdPath, l.groupPath = passwdPath, groupPath
-	return l
-}
-
-// WithoutAuditSessions makes l start every session process directly,
-// without the login trampoline, so without a kernel audit session of its
-// own. The server does so when its audit witness is off: nothing would
-// read the audit session, and the trampoline's re-exec of this program is
-// most of a session start's cost (BenchmarkSessionStart in
-// internal/login: about 3 ms of CPU against 0.6 ms started directly). The
-// record then says why the session has no audit session
-// (login.NoAuditWitness).
-func (l *Local) WithoutAuditSessions() *Local {
-	l.noAuditSessions = true
 	return l
 }
 
@@ -87,9 +71,6 @@ func (l *Local) Launch(ctx context.Context, spec launch.Spec) (launch.Process, e
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("launch: %w", context.Cause(ctx))
-	}
-	if l.noAuditSessions {
-		return login.StartDirect(cmd, acct, login.NoAuditWitness)
 	}
 	// Through the login trampoline when this program hosts it (the
 	// sidecar's main does): the session gets an audit session of its own.
