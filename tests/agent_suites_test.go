@@ -52,6 +52,14 @@ func TestAgentClientSuites(t *testing.T) {
 		tb.Cleanup(func() { os.RemoveAll(dir) })
 		socket := filepath.Join(dir, "agent.sock")
 		argv := append([]string{bin, "-socket", socket, "-insecure-allow-same-pidns", "-log-level", "debug"}, userFlags...)
+		if os.Geteuid() == 0 {
+			// The agent reads /etc/passwd itself: in a mount namespace of
+			// its own, the tests' passwd is bound over it, so its sessions
+			// log in with the test's home, as the local adapter's do
+			// (testLocalLauncher), not with the machine's dotfiles.
+			argv = append([]string{"unshare", "--mount", "--propagation", "private", "--",
+				"sh", "-c", `mount --bind "$0" /etc/passwd && exec "$@"`, testPasswd(tb, currentUser(tb))}, argv...)
+		}
 		agents = append(agents, startAgent(tb, socket, argv...))
 		a, err := agentclient.NewAgent(socket, agentclient.WithAgentUID(os.Geteuid()), agentclient.InsecureAllowAgentInSamePIDNS())
 		if err != nil {

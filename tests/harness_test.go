@@ -142,6 +142,13 @@ func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 // every root login waited 60 s for it and every later PTY test timed out.
 func testLocalLauncher(tb testing.TB, user string) *local.Local {
 	tb.Helper()
+	return local.NewWithAccountFiles(testPasswd(tb, user), login.SystemGroup)
+}
+
+// testPasswd writes a copy of the system's passwd in which user's home is
+// an empty folder of the test's, and returns its path.
+func testPasswd(tb testing.TB, user string) string {
+	tb.Helper()
 	system, err := os.ReadFile(login.SystemPasswd)
 	if err != nil {
 		tb.Fatalf("read the system's passwd: %v", err)
@@ -164,7 +171,7 @@ func testLocalLauncher(tb testing.TB, user string) *local.Local {
 	if err := os.WriteFile(passwd, []byte(strings.Join(lines, "")), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	return local.NewWithAccountFiles(passwd, login.SystemGroup)
+	return passwd
 }
 
 func (h *harness) clientConfig(user string, signer gossh.Signer) *gossh.ClientConfig {
