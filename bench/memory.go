@@ -79,7 +79,7 @@ func serverPSS(root int) (int64, []int, error) {
 		}
 		kb, err := pss(pid)
 		if err != nil {
-			if os.IsNotExist(err) || errors.Is(err, syscall.ESRCH) { // exited meanwhile (ESRCH: exiting)
+			if os.IsNotExist(err) || errors.Is(err, syscall.ESRCH) || errors.Is(err, errNoMemory) { // exited meanwhile (ESRCH: exiting)
 				continue
 			}
 			return 0, nil, err
@@ -124,6 +124,9 @@ func processTree() (children map[int][]int, comm map[int]string, err error) {
 	return children, comm, nil
 }
 
+// errNoMemory is a process caught between its exit and its reaping.
+var errNoMemory = errors.New("the process has exited")
+
 // pss reads the Pss line of /proc/<pid>/smaps_rollup, in KiB.
 func pss(pid int) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
@@ -137,5 +140,7 @@ func pss(pid int) (int64, error) {
 			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/smaps_rollup: no Pss line", pid)
+	// A process that has exited but is not reaped yet has no memory, and
+	// its smaps_rollup no lines.
+	return 0, fmt.Errorf("/proc/%d/smaps_rollup: no Pss line: %w", pid, errNoMemory)
 }
