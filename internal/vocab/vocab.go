@@ -205,6 +205,10 @@ const (
 	GapPcapWriteFailed = "pcap-write-failed"   // a pcap file write failed; later packets not stored
 	GapPcapLinkType    = "pcap-link-type"      // packets of an interface whose link type is not written
 	GapPcapQueueFull   = "pcap-queue-full"     // the session's pcap writer fell behind the capture; packets not stored
+	// The session closed before the capture caught up with it (within
+	// its bound): packets of its last moments (AttrFirst to AttrLast)
+	// the kernel had captured were not delivered to it, nor counted.
+	GapPcapCatchUp = "pcap-catch-up-timeout"
 )
 
 // AttrQueueLimit is the bound a pcap-queue-full gap record's packets met:
@@ -268,13 +272,18 @@ const (
 	// could be counted. count is the witness's rules not in effect.
 	GapAuditDisabled     = "audit-disabled"      // someone turned the kernel's auditing off
 	GapAuditRulesRemoved = "audit-rules-removed" // someone removed rules the witness relies on
+	// The session closed before the witness had read and delivered what
+	// the kernel sent before its end (within its bound): records of its
+	// last moments (AttrFirst to AttrLast) may be missing, uncounted.
+	GapAuditCatchUp = "audit-catch-up-timeout"
 )
 
 // GapReasons lists every gap reason, in the README's order.
 var GapReasons = []string{
 	GapSizeLimit, GapWriteFailed, GapTimingWriteFailed,
-	GapPcapRotation, GapPcapKernelDrops, GapPcapWriteFailed, GapPcapLinkType, GapPcapQueueFull,
+	GapPcapRotation, GapPcapKernelDrops, GapPcapWriteFailed, GapPcapLinkType, GapPcapQueueFull, GapPcapCatchUp,
 	GapAuditLost, GapAuditOverrun, GapAuditRotation, GapAuditWriteFailed, GapAuditDisabled, GapAuditRulesRemoved,
+	GapAuditCatchUp,
 }
 
 // Audit attribution (recorder/attribution.go): the session's kernel audit

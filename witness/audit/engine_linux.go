@@ -514,11 +514,12 @@ func (e *Engine) attach(w *witness) {
 // kernel sent before end (bounded by catchUpBound).
 func (e *Engine) detach(w *witness, ses uint32, end time.Time) {
 	deadline := time.Now().Add(catchUpBound)
-	for time.Now().Before(deadline) && !e.stop.Load() {
+	var settled time.Time
+	for {
 		e.mu.Lock()
-		caught := e.settledAt.After(end)
+		settled = e.settledAt
 		e.mu.Unlock()
-		if caught {
+		if settled.After(end) || !time.Now().Before(deadline) || e.stop.Load() {
 			break
 		}
 		time.Sleep(pollEvery / 5)
@@ -532,6 +533,17 @@ func (e *Engine) detach(w *witness, ses uint32, end time.Time) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if !settled.After(end) {
+		// What the kernel sent between the settled instant and end may
+		// reach the engine after w has left.
+		w.mu.Lock()
+		first := w.startedAt
+		w.mu.Unlock()
+		if settled.After(first) {
+			first = settled
+		}
+		w.gap(gapRecord{reason: vocab.GapAuditCatchUp, at: first, last: end})
+	}
 	// A blind window still open ends, for w, at its end (one that began
 	// after it is not w's).
 	for _, g := range e.openWindows(end) {

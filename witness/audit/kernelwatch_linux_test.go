@@ -369,3 +369,31 @@ func TestKernelWatchSessionClosingBeforeThePoll(t *testing.T) {
 		t.Errorf("the kernel lists %d rules after the close's poll; want the 3 restored", len(r.k.rules))
 	}
 }
+
+// TestCatchUpTimeoutIsAGap: a session whose close finds the engine not
+// settled past its end within catchUpBound (the reader behind, or stuck)
+// leaves with an audit-catch-up-timeout gap from its start (the engine
+// had settled before it) to its end.
+func TestCatchUpTimeoutIsAGap(t *testing.T) {
+	r := newWatchRig(t)
+	signer := gossh.Signer(testutil.NewSigner())
+	s1, w1 := r.session("s1", signer)
+	r.e.mu.Lock()
+	r.e.settledAt = time.Now().Add(-time.Hour)
+	r.e.mu.Unlock()
+	w1.mu.Lock()
+	started := w1.startedAt
+	w1.mu.Unlock()
+	if err := s1.Close(0); err != nil {
+		t.Fatal(err)
+	}
+	rep := examine.VerifyKeys(s1.Dir(), examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}})
+	if !rep.OK() || len(rep.Gaps) != 1 {
+		t.Fatalf("verify: ok=%v gaps %+v anomalies %v; want one gap", rep.OK(), rep.Gaps, rep.Anomalies)
+	}
+	g := rep.Gaps[0]
+	last, err := time.Parse(time.RFC3339Nano, g.Last)
+	if g.Reason != vocab.GapAuditCatchUp || g.First != witnessfs.Stamp(started) || err != nil || !last.After(started) {
+		t.Errorf("gap %+v; want %s from the session's start %s to its end", g, vocab.GapAuditCatchUp, witnessfs.Stamp(started))
+	}
+}

@@ -42,6 +42,7 @@ type witness struct {
 	mu              sync.Mutex // protects what follows; lock order: Engine.mu, then mu
 	ses             uint32
 	started, closed bool
+	startedAt       time.Time // when Start ran
 	files           *fileSet
 	events, records int64
 	lost            uint64 // records the kernel lost during the window (all of its, not only this session's)
@@ -93,7 +94,7 @@ func (g gapRecord) appendLine(b []byte) []byte {
 // window.
 func (w *witness) Start() map[string]string {
 	w.mu.Lock()
-	w.started = true
+	w.started, w.startedAt = true, time.Now()
 	w.mu.Unlock()
 	w.eng.attach(w)
 	return nil

@@ -343,23 +343,30 @@ func (e *Engine) caughtUp(t time.Time) {
 	}
 }
 
-func (e *Engine) waitCaught(t time.Time) {
+// waitCaught waits, within catchUpBound, until every packet the kernel
+// timestamped before t has been delivered. It returns the instant the
+// ring had caught up to, and whether that is t or later; when not (the bound passed, or the engine stopped), packets
+// the kernel captured between that instant and t never reach the session.
+func (e *Engine) waitCaught(t time.Time) (time.Time, bool) {
 	deadline := time.NewTimer(catchUpBound)
 	defer deadline.Stop()
 	for {
 		e.caughtMu.Lock()
 		caught, ch := e.caught, e.caughtCh
 		e.caughtMu.Unlock()
-		if !caught.Before(t) || e.stop.Load() {
-			return
+		if !caught.Before(t) {
+			return caught, true
+		}
+		if e.stop.Load() {
+			return caught, false
 		}
 		select {
 		case <-ch:
 		case <-e.done:
-			return
+			return caught, false
 		case <-deadline.C:
 			e.log.Warn("pcap: the capture ring did not catch up with a closing session in time")
-			return
+			return caught, false
 		}
 	}
 }

@@ -20,11 +20,11 @@ import (
 // sessions has an engine's batches of its own.
 type idleEngine struct{}
 
-func (idleEngine) attach(*tap) error    { return nil }
-func (idleEngine) detach(*tap)          {}
-func (idleEngine) drops() uint64        { return 0 }
-func (idleEngine) waitCaught(time.Time) {}
-func (idleEngine) budget() *batchBudget { return &batchBudget{limit: engineBatches} }
+func (idleEngine) attach(*tap) error                        { return nil }
+func (idleEngine) detach(*tap)                              {}
+func (idleEngine) drops() uint64                            { return 0 }
+func (idleEngine) waitCaught(t time.Time) (time.Time, bool) { return t, true }
+func (idleEngine) budget() *batchBudget                     { return &batchBudget{limit: engineBatches} }
 
 // sharedEngine is an idle engine whose sessions share its batches.
 type sharedEngine struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -66,8 +67,9 @@ type engine interface {
 	// engine's life.
 	drops() uint64
 	// waitCaught waits, within its bound, until every packet the kernel
-	// timestamped before t has been delivered.
-	waitCaught(t time.Time)
+	// timestamped before t has been delivered; it returns the instant
+	// delivered up to, and whether that reached t.
+	waitCaught(t time.Time) (time.Time, bool)
 	// budget bounds the batches outstanding across its sessions (queue.go).
 	budget() *batchBudget
 }
@@ -159,7 +161,7 @@ func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
 	}
 	t.end = end
 	t.mu.Unlock()
-	t.eng.waitCaught(end)
+	caughtAt, caught := t.eng.waitCaught(end)
 	t.eng.detach(t)
 	drops := t.eng.drops()
 	// The ring goroutine may still be in a block it started before the
@@ -197,6 +199,17 @@ func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
 			if err := emit(vocab.TypeGap, a); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if !caught {
+		first := caughtAt
+		if first.Before(t.start) {
+			first = t.start
+		}
+		a := map[string]string{vocab.AttrReason: vocab.GapPcapCatchUp, vocab.AttrStream: vocab.StreamPcap,
+			vocab.AttrFirst: witnessfs.Stamp(first), vocab.AttrLast: witnessfs.Stamp(end)}
+		if err := emit(vocab.TypeGap, a); err != nil {
+			return nil, err
 		}
 	}
 	if dropped > 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 )
 
 // blindEngine is an engine that cannot capture (its socket would not
@@ -36,5 +37,58 @@ func TestSessionOfABlindEngine(t *testing.T) {
 	}
 	if names, _ := os.ReadDir(dir); len(names) != 0 {
 		t.Errorf("the session's pcap folder holds %d files, want none", len(names))
+	}
+}
+
+// laggingEngine is an engine whose ring never catches up with a closing
+// session: it had delivered up to lag before the session's end.
+type laggingEngine struct {
+	idleEngine
+	lag time.Duration
+}
+
+func (e laggingEngine) waitCaught(t time.Time) (time.Time, bool) { return t.Add(-e.lag), false }
+
+// TestCatchUpTimeoutIsAGap: a session that closes before the capture
+// caught up with it gets a pcap-catch-up-timeout gap record from the
+// instant the ring had reached to its end; one whose capture caught up
+// gets none.
+func TestCatchUpTimeoutIsAGap(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		eng  engine
+		want bool
+	}{{"caught up", idleEngine{}, false}, {"lagging", laggingEngine{lag: 300 * time.Millisecond}, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			tp := newTap(c.eng, testFiles(t, t.TempDir()), func() {})
+			tp.Start()
+			time.Sleep(time.Millisecond)
+			var gaps []map[string]string
+			before := time.Now()
+			if _, err := tp.Close(func(typ string, a map[string]string) error {
+				if typ == vocab.TypeGap {
+					gaps = append(gaps, a)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !c.want {
+				if len(gaps) != 0 {
+					t.Errorf("gaps %v, want none", gaps)
+				}
+				return
+			}
+			if len(gaps) != 1 || gaps[0][vocab.AttrReason] != vocab.GapPcapCatchUp || gaps[0][vocab.AttrStream] != vocab.StreamPcap {
+				t.Fatalf("gaps %v, want one %s", gaps, vocab.GapPcapCatchUp)
+			}
+			first, err1 := time.Parse(time.RFC3339Nano, gaps[0][vocab.AttrFirst])
+			last, err2 := time.Parse(time.RFC3339Nano, gaps[0][vocab.AttrLast])
+			// The ring had reached 300 ms before the end of a session 1 ms
+			// long: the window starts at the session's start, not before.
+			if err1 != nil || err2 != nil || last.Before(before) || !first.Equal(tp.start) {
+				t.Errorf("window %s to %s (%v, %v): want from the session's start %s to its end", gaps[0][vocab.AttrFirst], gaps[0][vocab.AttrLast], err1, err2, witnessfs.Stamp(tp.start))
+			}
+		})
 	}
 }
