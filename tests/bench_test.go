@@ -93,6 +93,9 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 	})
 	b.Run("direct", func(b *testing.B) {
 		cmd := exec.Command("bash", "--login")
+		// The same empty home as the broker's sessions (testLocalLauncher):
+		// the machine's dotfiles would time them, not the terminal.
+		cmd.Env = append(os.Environ(), "HOME="+b.TempDir())
 		master, err := pty.Start(cmd)
 		if err != nil {
 			b.Fatal(err)
