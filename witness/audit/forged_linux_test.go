@@ -17,9 +17,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/auditfmt"
-	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // forgeEnv, in the environment of the test binary, makes it the forging
@@ -110,22 +108,7 @@ func forgeInSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	limits := Limits{RotateBytes: 1 << 20, Files: 4}
-	eng, err := Start(Config{Root: root, Rules: rs, Limits: limits, Log: log})
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	defer eng.Close()
-	src := &capturingSource{Source: NewSource(limits, log, "")}
-	src.SetEngine(eng, "")
-	signer := testutil.NewSigner()
-	sess, err := recorder.Create(root, recorder.Meta{RunID: "run-audit", SessionID: "forger"}, recorder.Options{Signer: signer, Witnesses: []recorder.WitnessSource{src}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if src.ws[0] == nil {
-		t.Fatal("no audit witness opened")
-	}
+	_, sess, _, signer := liveSession(t, root, rs, log, "forger")
 	marker := fmt.Sprintf("forged-marker-%d", time.Now().UnixNano())
 	// The session process keeps CAP_AUDIT_WRITE (sessionProcess drops
 	// only CAP_AUDIT_CONTROL); the forging binary is started by the

@@ -15,7 +15,6 @@ import (
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // TestLiveRulesRemovedAndAuditingOff: while a session runs, someone with
@@ -40,27 +39,7 @@ func TestLiveRulesRemovedAndAuditingOff(t *testing.T) {
 	}
 	logBuf := &testutil.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	limits := Limits{RotateBytes: 1 << 20, Files: 4}
-	eng, err := Start(Config{Root: root, Rules: rs, Limits: limits, Log: log})
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	closed := false
-	t.Cleanup(func() {
-		if !closed {
-			eng.Close()
-		}
-	})
-	src := &capturingSource{Source: NewSource(limits, log, "")}
-	src.SetEngine(eng, "")
-	signer := testutil.NewSigner()
-	sess, err := recorder.Create(root, recorder.Meta{RunID: "run-audit", SessionID: "blinded"}, recorder.Options{Signer: signer, Witnesses: []recorder.WitnessSource{src}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if src.ws[0] == nil {
-		t.Fatal("no audit witness opened")
-	}
+	eng, sess, _, signer := liveSession(t, root, rs, log, "blinded")
 	// The session process waits for the test's go-ahead, then execs the
 	// marker; it gives up after 20 s.
 	goAhead := filepath.Join(t.TempDir(), "go")
@@ -139,7 +118,6 @@ func TestLiveRulesRemovedAndAuditingOff(t *testing.T) {
 		t.Errorf("the log should warn of both, with no rule text:\n%s", l)
 	}
 
-	closed = true
 	if err := eng.Close(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

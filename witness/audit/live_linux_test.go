@@ -100,6 +100,33 @@ func (c *capturingSource) Open(mkdir func() (*os.File, error), notify func()) (r
 	return w, a
 }
 
+// liveLimits are the rotation limits of the live tests' audit files.
+var liveLimits = Limits{RotateBytes: 1 << 20, Files: 4}
+
+// liveSession starts an engine with rs for the capture root and creates a
+// recorder session whose audit witness is the engine's, as the broker
+// does; the engine is closed when the test ends, if the test did not close
+// it first (Close is idempotent).
+func liveSession(t *testing.T, root string, rs *RuleSet, log *slog.Logger, sessionID string) (*Engine, *recorder.Session, recorder.Witness, gossh.Signer) {
+	t.Helper()
+	eng, err := Start(Config{Root: root, Rules: rs, Limits: liveLimits, Log: log})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	src := &capturingSource{Source: NewSource(liveLimits, log, "")}
+	src.SetEngine(eng, "")
+	signer := testutil.NewSigner()
+	sess, err := recorder.Create(root, recorder.Meta{RunID: "run-audit", SessionID: sessionID}, recorder.Options{Signer: signer, Witnesses: []recorder.WitnessSource{src}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.ws[0] == nil {
+		t.Fatal("no audit witness opened")
+	}
+	return eng, sess, src.ws[0], signer
+}
+
 // sessionProcess starts script in its own PID namespace, without
 // CAP_AUDIT_CONTROL (as the workload), after it set its loginuid to auid
 // (auid 0: left unset); it returns the ses the kernel gave it.
@@ -163,27 +190,7 @@ func TestLiveSessionRecords(t *testing.T) {
 	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	eng, err := Start(Config{Root: root, Rules: rs, Limits: Limits{RotateBytes: 1 << 20, Files: 4}, Log: log})
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	closed := false
-	t.Cleanup(func() {
-		if !closed {
-			eng.Close()
-		}
-	})
-	src := &capturingSource{Source: NewSource(Limits{RotateBytes: 1 << 20, Files: 4}, log, "")}
-	src.SetEngine(eng, "")
-	signer := testutil.NewSigner()
-	sess, err := recorder.Create(root, recorder.Meta{RunID: "run-audit", SessionID: "sess-1"}, recorder.Options{Signer: signer, Witnesses: []recorder.WitnessSource{src}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := src.ws[0]
-	if w == nil {
-		t.Fatal("no audit witness opened")
-	}
+	eng, sess, w, signer := liveSession(t, root, rs, log, "sess-1")
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -257,7 +264,6 @@ func TestLiveSessionRecords(t *testing.T) {
 	ausearchFinds(t, filepath.Join(root, vocab.AuditRootDir, vocab.AuditLogFile), "aptl_exec", "/usr/bin/id")
 	ausearchFinds(t, files[0], "aptl_exec", "/usr/bin/id")
 
-	closed = true
 	if err := eng.Close(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
