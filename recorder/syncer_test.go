@@ -18,12 +18,10 @@ func startedSync(s *Session) *pendingSync {
 	return s.syncing
 }
 
-// TestIntervalSyncRunsBesideTheCopier: past syncBytes the recorder starts
-// an fsync without waiting for it, after writing the pending data record,
-// so what the fsync covers includes the bytes that triggered it.
-func TestIntervalSyncRunsBesideTheCopier(t *testing.T) {
-	s := newTestSession(t, Meta{RunID: "r", SessionID: "bg-sync"})
-	chunk := bytes.Repeat([]byte("s"), 64<<10)
+// recordPastSyncBytes records chunks of chunk until syncBytes are past, and
+// waits for the fsync that must then have started beside the copier.
+func recordPastSyncBytes(t *testing.T, s *Session, chunk []byte) *pendingSync {
+	t.Helper()
 	for n := 0; n <= syncBytes; n += len(chunk) {
 		mustOK(t, s.Output(chunk))
 	}
@@ -32,7 +30,16 @@ func TestIntervalSyncRunsBesideTheCopier(t *testing.T) {
 		t.Fatal("no fsync started after syncBytes were recorded")
 	}
 	<-ps.done
-	if ps.err != nil {
+	return ps
+}
+
+// TestIntervalSyncRunsBesideTheCopier: past syncBytes the recorder starts
+// an fsync without waiting for it, after writing the pending data record,
+// so what the fsync covers includes the bytes that triggered it.
+func TestIntervalSyncRunsBesideTheCopier(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "bg-sync"})
+	chunk := bytes.Repeat([]byte("s"), 64<<10)
+	if ps := recordPastSyncBytes(t, s, chunk); ps.err != nil {
 		t.Fatal(ps.err)
 	}
 	if log := readRecord(t, s.Dir(), vocab.LogFile); !strings.Contains(log, `"type":"data"`) {
@@ -61,15 +68,7 @@ func TestBackgroundSyncFailureIsSticky(t *testing.T) {
 	s.tm.File = pw
 	s.mu.Unlock()
 
-	chunk := bytes.Repeat([]byte("f"), 256<<10)
-	for n := 0; n <= syncBytes; n += len(chunk) {
-		mustOK(t, s.Output(chunk))
-	}
-	ps := startedSync(s)
-	if ps == nil {
-		t.Fatal("no fsync started after syncBytes were recorded")
-	}
-	<-ps.done
+	recordPastSyncBytes(t, s, bytes.Repeat([]byte("f"), 256<<10))
 	if err := s.Output([]byte("after")); err == nil || !strings.Contains(err.Error(), "fsync") {
 		t.Errorf("write after a failed fsync = %v, want the fsync failure", err)
 	}
