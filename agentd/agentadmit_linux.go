@@ -37,13 +37,16 @@ func (s *AgentServer) admit(c *net.UnixConn, id uint64) (*unix.Ucred, bool) {
 	if err == nil {
 		return cred, true
 	}
-	c.Close()
+	// Logged before the close: once the peer sees its connection end, the
+	// refusal is in the log (TestAgentRefusesWrongPeerCredentials reads it
+	// right after; closing first made it fail now and then in CI).
 	if cred == nil {
 		s.refusals.Note("connection refused", "conn", id, "reason", err.Error())
 	} else {
 		s.refusals.Note("connection refused", "conn", id, "reason", err.Error(),
 			"peer_pid", cred.Pid, "peer_uid", cred.Uid, "peer_gid", cred.Gid)
 	}
+	c.Close()
 	return nil, false
 }
 
