@@ -24,16 +24,22 @@ import (
 //
 // The socket captures only while a session is attached. Bound to every
 // protocol (ETH_P_ALL), it is on the kernel's list of taps that every
-// packet of the namespace is cloned to and copied into the ring from, sent
-// or received, whether a session wants it or not: beside an idle sidecar
-// sshd's loopback throughput fell from 425 to 323 MB/s. So the first
-// session to attach binds it to every protocol, and the last to detach
-// binds it to idleProtocol, which takes it off that list. Protocol 0 would
-// not: the kernel reads a bind to protocol 0 as "keep the protocol"
-// (net/packet/af_packet.c, packet_bind), and no bind returns a socket to
-// the unhooked state it was created in. Rebinding is allowed with a ring
-// in place and leaves the ring alone; a block the kernel had partly filled
-// is still handed over by the block timeout, and the loop walks it.
+// packet of the namespace is handed to, sent or received; what its filter
+// accepts is copied into the ring, whether a session wants it or not:
+// beside an idle sidecar that accepted everything, sshd's loopback
+// throughput fell from 425 to 323 MB/s. So while no session is attached
+// the socket's filter is idleFilter, which accepts nothing, and the first
+// session to attach swaps in the capture filter; the last to detach swaps
+// idleFilter back. A filter swap takes effect at once and returns at once
+// (the kernel frees the old program after a grace period, without waiting
+// for it). Changing the binding instead would not: every bind of a socket
+// already bound waits out a network RCU grace period (synchronize_net in
+// packet_do_bind, net/packet/af_packet.c), 8 to 20 ms measured here, and
+// that wait was the larger part of a session's start whenever it was the
+// only one. The socket is bound once, after its filter and ring are in
+// place (the first bind of a never-bound socket does not wait). What stays
+// while idle is the kernel handing each packet to the socket and running
+// one BPF instruction on it (and cloning each sent packet for it).
 
 // The ring: ringBlocks blocks of ringBlockSize. A block is handed over
 // when full or blockTimeout after its first packet, so a quiet capture is
@@ -51,14 +57,6 @@ const (
 	// sockaddr_ll follows it.
 	tpacketHdrLen = 48
 	blockDescHdr  = 8 // version and offset_to_priv before tpacket_hdr_v1
-	// idleProtocol is what the socket is bound to while no session is
-	// attached. A socket bound to one protocol waits on that protocol's
-	// list, which only received packets of it walk. This number is below
-	// ETH_P_802_3_MIN, so no Ethernet frame is handed up with it, and
-	// if_ether.h names no pseudo-protocol near it (they are 0x0001-0x001C
-	// and 0x00F5-0x00FA). A packet that did carry it (a tun device can be
-	// handed any protocol) would reach the ring and no session.
-	idleProtocol = 0x05ff
 )
 
 // Engine captures for every session of the sidecar.
@@ -69,7 +67,8 @@ type Engine struct {
 
 	taps      atomic.Pointer[[]*tap] // replaced whole on attach and detach
 	tapsMu    sync.Mutex             // serializes attach and detach, and the socket's binding
-	capturing bool                   // the socket is bound to every protocol; under tapsMu
+	filter    []bpfInstruction       // the capture filter, in place while a session is attached
+	capturing bool                   // filter is in place (else idleFilter); under tapsMu
 
 	statsMu  sync.Mutex // protects dropped and received
 	dropped  uint64     // kernel drops summed over the engine's life
@@ -103,16 +102,15 @@ func StartEngine(listenPort uint16, log *slog.Logger) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Protocol 0: the socket receives nothing until the first session's
-	// bind (attach), so no packet reaches it before the filter and the
-	// ring are in place.
+	// Protocol 0: the socket receives nothing until it is bound, after
+	// idleFilter and the ring are in place.
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("pcap: open a packet socket: %w", err)
 	}
-	e := &Engine{fd: fd, log: log, ifaces: map[int]ifaceInfo{}, caughtCh: make(chan struct{}), done: make(chan struct{})}
+	e := &Engine{fd: fd, filter: filter, log: log, ifaces: map[int]ifaceInfo{}, caughtCh: make(chan struct{}), done: make(chan struct{})}
 	e.batches.limit = engineBatches
-	if err := e.setup(filter); err != nil {
+	if err := e.setup(); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
@@ -120,10 +118,11 @@ func StartEngine(listenPort uint16, log *slog.Logger) (*Engine, error) {
 	return e, nil
 }
 
-func (e *Engine) setup(filter []bpfInstruction) error {
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: (*unix.SockFilter)(unsafe.Pointer(&filter[0]))}
-	if err := unix.SetsockoptSockFprog(e.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
-		return fmt.Errorf("pcap: attach the capture filter: %w", err)
+// setup puts idleFilter and the ring in place, then binds the socket to
+// every protocol.
+func (e *Engine) setup() error {
+	if err := e.attachFilter(idleFilter); err != nil {
+		return fmt.Errorf("pcap: attach the idle filter: %w", err)
 	}
 	if err := unix.SetsockoptInt(e.fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
 		return fmt.Errorf("pcap: select TPACKET_V3: %w", err)
@@ -144,12 +143,17 @@ func (e *Engine) setup(filter []bpfInstruction) error {
 		return fmt.Errorf("pcap: map the capture ring: %w", err)
 	}
 	e.ring = ring
+	if err := unix.Bind(e.fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL)}); err != nil {
+		unix.Munmap(ring)
+		return fmt.Errorf("pcap: bind the packet socket to every protocol: %w", err)
+	}
 	return nil
 }
 
-// bind binds the socket to protocol on every interface.
-func (e *Engine) bind(protocol uint16) error {
-	return unix.Bind(e.fd, &unix.SockaddrLinklayer{Protocol: htons(protocol)})
+// attachFilter makes filter the socket's filter, replacing the one before.
+func (e *Engine) attachFilter(filter []bpfInstruction) error {
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: (*unix.SockFilter)(unsafe.Pointer(&filter[0]))}
+	return unix.SetsockoptSockFprog(e.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog)
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
@@ -266,8 +270,8 @@ func (e *Engine) attach(t *tap) error {
 	e.tapsMu.Lock()
 	defer e.tapsMu.Unlock()
 	if !e.capturing {
-		if err := e.bind(unix.ETH_P_ALL); err != nil {
-			err = fmt.Errorf("pcap: start capturing: bind the packet socket to every protocol: %w", err)
+		if err := e.attachFilter(e.filter); err != nil {
+			err = fmt.Errorf("pcap: start capturing: attach the capture filter: %w", err)
 			e.log.Warn("pcap: a session is recorded without packets", "err", err.Error())
 			return err
 		}
@@ -301,10 +305,10 @@ func (e *Engine) detach(t *tap) {
 	if len(next) > 0 || !e.capturing {
 		return
 	}
-	if err := e.bind(idleProtocol); err != nil {
+	if err := e.attachFilter(idleFilter); err != nil {
 		// Capture stays on, at the workload's expense, until the last
 		// session open then detaches and tries again.
-		e.log.Warn("pcap: stop capturing while no session is open: bind the packet socket to no protocol", "err", err.Error())
+		e.log.Warn("pcap: stop capturing while no session is open: attach the idle filter", "err", err.Error())
 		return
 	}
 	e.capturing = false

@@ -84,3 +84,11 @@ func listenerFilter(port uint16) ([]bpf.RawInstruction, error) {
 	}
 	return raw, nil
 }
+
+// idleFilter is the socket's filter while no session is attached: it
+// accepts no packet, so nothing is copied to the ring (engine_linux.go).
+// (bpf.RetConstant assembles without error: it has no operand to check.)
+var idleFilter = func() []bpf.RawInstruction {
+	ret, _ := bpf.RetConstant{Val: 0}.Assemble()
+	return []bpf.RawInstruction{ret}
+}()
