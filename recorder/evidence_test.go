@@ -99,6 +99,62 @@ func TestStrictSyncWritesLogBeforeReturning(t *testing.T) {
 	}
 }
 
+// BenchmarkInteractive measures what recording costs one command of an
+// interactive shell: the line the client types, then four bursts of
+// output (the terminal's echo, the command's lines, the prompt), each as
+// the broker records it. "plain" makes the same write(2) calls without
+// digests or log records (typescript and timing for each chunk, and the
+// log's record when the stream changes): the floor of writing it all
+// before it is forwarded. docs/BENCHMARKS.md uses the difference.
+func BenchmarkInteractive(b *testing.B) {
+	line := []byte("echo \"B_START_1\"; true; echo \"B_END_1:$?\"\r")
+	burst := []byte("B_START_1\r\n")
+	b.Run("plain", func(b *testing.B) {
+		dir := b.TempDir()
+		var files [3]*os.File
+		for i, name := range []string{"ts", "tm", "log"} {
+			f, err := os.Create(filepath.Join(dir, name))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			files[i] = f
+		}
+		ts, tm, log := files[0], files[1], files[2]
+		entry := []byte("O 0.000012 11\n")
+		record := bytes.Repeat([]byte("r"), 230) // a data record's size in the log
+		for b.Loop() {
+			ts.Write(line)
+			tm.Write(entry)
+			log.Write(record)
+			for range 4 {
+				ts.Write(burst)
+				tm.Write(entry)
+			}
+			log.Write(record)
+		}
+	})
+	b.Run("recorder", func(b *testing.B) {
+		s, err := Create(b.TempDir(), Meta{RunID: "r", SessionID: "s"}, testOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := s.Input(line); err != nil {
+				b.Fatal(err)
+			}
+			for range 4 {
+				if err := s.Output(burst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.StopTimer()
+		s.Close(0)
+	})
+}
+
 // BenchmarkOutput measures recording chunks of 4 KiB (a PTY master's
 // read), 64 KiB (a pipe's default capacity) and 1 MiB (the broker's largest
 // batch, broker/readbatch_linux.go):
