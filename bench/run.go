@@ -13,6 +13,8 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/internal/login"
 )
 
 // Options are a run's sizes and where its tools are.
@@ -130,12 +132,16 @@ func Run(opt Options) (res *Results, err error) {
 }
 
 // BuildServer builds the server (./cmd/aptl-kali-capture of the module at
-// repo) into bin.
+// repo) into bin, and the login trampoline's own program beside it in the
+// same build, as the server looks for it (login.UseTrampolineProgram).
 func BuildServer(repo, bin string) error {
-	build := exec.Command("go", "build", "-o", bin, "./cmd/aptl-kali-capture")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the server: %v: %s", err, out)
+	trampoline := filepath.Join(filepath.Dir(bin), login.TrampolineProgram)
+	for _, b := range []struct{ out, pkg string }{{bin, "./cmd/aptl-kali-capture"}, {trampoline, "./cmd/aptl-login-trampoline"}} {
+		build := exec.Command("go", "build", "-o", b.out, b.pkg)
+		build.Dir = repo
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v: %s", b.pkg, err, out)
+		}
 	}
 	return nil
 }

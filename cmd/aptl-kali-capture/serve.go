@@ -85,7 +85,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err != nil {
 		log.Error("listing sessions for recovery incomplete", "err", err.Error())
 	}
-	launcher, probe, err := newLauncher(cfg)
+	launcher, probe, err := newLauncher(cfg, log)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ package login
 // told.
 
 import (
+	"debug/buildinfo"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,6 +39,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,8 +77,111 @@ const AuditSessionUnset = 1<<32 - 1
 var trampolineHost atomic.Bool
 
 // trampolineExe is the trampoline's binary: this very program, even if its
-// file was since replaced. Tests point it elsewhere to see the fallback.
+// file was since replaced, or the program UseTrampolineProgram opened.
+// Tests point it elsewhere to see the fallback.
 var trampolineExe = "/proc/self/exe"
+
+// trampolineProgramFD is the lowest descriptor UseTrampolineProgram keeps
+// the program open on: above the ones a session's start puts in place
+// (stdin, stdout, stderr and trampolineFD), which the child's dup2 calls
+// would otherwise replace before the exec reads the program.
+const trampolineProgramFD = 10
+
+// UseTrampolineProgram makes Start run the trampoline from the program at
+// path instead of re-executing this one. Why: the trampoline runs once a
+// session, and a server that links the pcap witness takes 7 to 10 ms to
+// start (41 MB of tables that one dependency's init fills), a program that
+// links only this package about 2 (docs/BENCHMARKS.md). The file is opened
+// now and executed through that descriptor, so replacing the file later
+// changes nothing, as with /proc/self/exe. It is refused, and sessions
+// keep re-executing this program, unless it is a regular executable file
+// that nobody but its owner (root or this process's user) may write, built
+// from the same module, revision and toolchain with the same settings as
+// this program (runtime/debug.ReadBuildInfo): the launcher and the
+// trampoline speak a format private to one build.
+func UseTrampolineProgram(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("login trampoline program: %w", err)
+	}
+	defer f.Close()
+	if err := checkTrampolineFile(f); err != nil {
+		return fmt.Errorf("login trampoline program %s: %w", path, err)
+	}
+	theirs, err := buildinfo.Read(f)
+	if err != nil {
+		return fmt.Errorf("login trampoline program %s: not a Go program with build information: %w", path, err)
+	}
+	ours, ok := debug.ReadBuildInfo()
+	if !ok {
+		return errors.New("login trampoline program: this program has no build information to compare")
+	}
+	if why := sameBuild(ours, theirs); why != "" {
+		return fmt.Errorf("login trampoline program %s: not from this program's build: %s", path, why)
+	}
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, trampolineProgramFD)
+	if err != nil {
+		return fmt.Errorf("login trampoline program %s: %w", path, err)
+	}
+	trampolineExe = "/proc/self/fd/" + strconv.Itoa(fd)
+	return nil
+}
+
+// checkTrampolineFile refuses a file the trampoline must not be run from:
+// it runs as the launcher's user (root) with each session's command.
+func checkTrampolineFile(f *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return errors.New("not a regular file")
+	case st.Mode&0o111 == 0:
+		return errors.New("not executable")
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("writable by group or others (mode %#o)", st.Mode&0o7777)
+	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("owned by uid %d, neither root nor this process's user", st.Uid)
+	}
+	return nil
+}
+
+// sameBuild says how two programs' build information differs in what
+// makes them one build: toolchain, main module and its version, and every
+// build setting (flags, target, VCS revision and state). Empty: the same.
+func sameBuild(a, b *debug.BuildInfo) string {
+	switch {
+	case a.GoVersion != b.GoVersion:
+		return fmt.Sprintf("toolchain %s, this program %s", b.GoVersion, a.GoVersion)
+	case a.Main.Path != b.Main.Path || a.Main.Version != b.Main.Version || a.Main.Sum != b.Main.Sum:
+		return fmt.Sprintf("module %s %s, this program %s %s", b.Main.Path, b.Main.Version, a.Main.Path, a.Main.Version)
+	}
+	settings := func(bi *debug.BuildInfo) map[string]string {
+		m := make(map[string]string, len(bi.Settings))
+		for _, s := range bi.Settings {
+			m[s.Key] = s.Value
+		}
+		return m
+	}
+	as, bs := settings(a), settings(b)
+	keys := make([]string, 0, len(as)+len(bs))
+	for k := range as {
+		keys = append(keys, k)
+	}
+	for k := range bs {
+		if _, ok := as[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if as[k] != bs[k] {
+			return fmt.Sprintf("build setting %s is %q, this program's %q", k, bs[k], as[k])
+		}
+	}
+	return ""
+}
 
 // TrampolineMain is the login trampoline's entry point. Call it first in
 // main, before anything else runs, in every program that launches

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -418,5 +419,140 @@ func TestTrampolineUnavailable(t *testing.T) {
 	testutil.ReadMaster(master).Expect(t, "STARTED_42")
 	if ses, ok := p.AuditSession(); ok || ses != 0 || !strings.Contains(p.AuditSessionNote(), "could not be started") {
 		t.Errorf("AuditSession = %d, %v, note %q; want none, because the trampoline could not be started", ses, ok, p.AuditSessionNote())
+	}
+}
+
+// copyTestProgram copies this test binary (the same build, so
+// UseTrampolineProgram accepts it) to a new folder as name with mode, and
+// returns its path.
+func copyTestProgram(t *testing.T, name string, mode os.FileMode) string {
+	t.Helper()
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, self, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil { // WriteFile's mode passes the umask
+		t.Fatal(err)
+	}
+	return path
+}
+
+func restoreTrampolineExe(t *testing.T) {
+	old := trampolineExe
+	t.Cleanup(func() { trampolineExe = old })
+}
+
+// TestUseTrampolineProgram: a program of this build beside the launcher
+// becomes the trampoline, pinned when it is accepted: the file removed
+// afterwards, sessions still start through it and get their audit session.
+func TestUseTrampolineProgram(t *testing.T) {
+	restoreTrampolineExe(t)
+	path := copyTestProgram(t, TrampolineProgram, 0o755)
+	if err := UseTrampolineProgram(path); err != nil {
+		t.Fatalf("UseTrampolineProgram: %v", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.Readlink(trampolineExe); err != nil || got != path+" (deleted)" {
+		t.Fatalf("trampoline %s links to %q, %v; want the removed %s", trampolineExe, got, err, path)
+	}
+	fd, _ := strconv.Atoi(strings.TrimPrefix(trampolineExe, "/proc/self/fd/"))
+	if fd < trampolineProgramFD {
+		t.Errorf("the program is open on fd %d, below %d, where a session's start puts its own", fd, trampolineProgramFD)
+	}
+	defer syscall.Close(fd)
+	p, _, master := startPTY(t, testAccount(t), "echo STARTED_$((6*7))", nil, true)
+	testutil.ReadMaster(master).Expect(t, "STARTED_42")
+	if ses, ok := p.AuditSession(); !ok && strings.Contains(p.AuditSessionNote(), "could not be started") {
+		t.Errorf("AuditSession = %d, %v, note %q: the trampoline program did not run", ses, ok, p.AuditSessionNote())
+	}
+}
+
+// TestUseTrampolineProgramRefuses: each file the trampoline must not run
+// from is refused with its reason, and sessions keep re-executing this
+// program.
+func TestUseTrampolineProgramRefuses(t *testing.T) {
+	restoreTrampolineExe(t)
+	notGo := filepath.Join(t.TempDir(), TrampolineProgram)
+	if err := os.WriteFile(notGo, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(notGo, 0o755)
+	cases := []struct {
+		name, path, want string
+	}{
+		{"absent", filepath.Join(t.TempDir(), TrampolineProgram), "no such file"},
+		{"directory", t.TempDir(), "not a regular file"},
+		{"not executable", copyTestProgram(t, TrampolineProgram, 0o644), "not executable"},
+		{"group-writable", copyTestProgram(t, TrampolineProgram, 0o775), "writable by group or others"},
+		{"world-writable", copyTestProgram(t, TrampolineProgram, 0o757), "writable by group or others"},
+		{"not a Go program", notGo, "not a Go program"},
+	}
+	if os.Geteuid() == 0 {
+		other := copyTestProgram(t, TrampolineProgram, 0o755)
+		if err := os.Chown(other, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, struct{ name, path, want string }{"owned by another user", other, "owned by uid 4242"})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := UseTrampolineProgram(c.path)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("UseTrampolineProgram(%s) = %v, want an error saying %q", c.path, err, c.want)
+			}
+			if trampolineExe != "/proc/self/exe" {
+				t.Fatalf("refused, yet the trampoline is now %s", trampolineExe)
+			}
+		})
+	}
+}
+
+// TestSameBuild: programs are one build only when toolchain, main module
+// and every build setting agree; the reason names what differs.
+func TestSameBuild(t *testing.T) {
+	ours, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Fatal("no build information")
+	}
+	clone := func(edit func(*debug.BuildInfo)) *debug.BuildInfo {
+		c := *ours
+		c.Settings = slices.Clone(ours.Settings)
+		edit(&c)
+		return &c
+	}
+	if why := sameBuild(ours, clone(func(*debug.BuildInfo) {})); why != "" {
+		t.Fatalf("identical builds differ: %s", why)
+	}
+	cases := []struct {
+		name string
+		edit func(*debug.BuildInfo)
+		want string
+	}{
+		{"toolchain", func(b *debug.BuildInfo) { b.GoVersion = "go1.0" }, "toolchain go1.0"},
+		{"module version", func(b *debug.BuildInfo) { b.Main.Version = "v9.9.9" }, "v9.9.9"},
+		{"module path", func(b *debug.BuildInfo) { b.Main.Path = "example.com/other" }, "example.com/other"},
+		{"setting changed", func(b *debug.BuildInfo) {
+			b.Settings = append(b.Settings, debug.BuildSetting{Key: "GOARCH", Value: "vax"})
+		}, `build setting GOARCH is "vax"`},
+		{"setting only theirs", func(b *debug.BuildInfo) {
+			b.Settings = append(b.Settings, debug.BuildSetting{Key: "-ldflags", Value: "-X main.v=1"})
+		}, `build setting -ldflags is "-X main.v=1", this program's ""`},
+	}
+	for _, c := range cases {
+		if why := sameBuild(ours, clone(c.edit)); !strings.Contains(why, c.want) {
+			t.Errorf("%s: sameBuild = %q, want it to say %q", c.name, why, c.want)
+		}
+	}
+	// And the other way round: a setting only this program has.
+	if why := sameBuild(clone(func(b *debug.BuildInfo) {
+		b.Settings = append(b.Settings, debug.BuildSetting{Key: "-tags", Value: "x"})
+	}), ours); !strings.Contains(why, "-tags") {
+		t.Errorf("a setting only this program has: sameBuild = %q", why)
 	}
 }

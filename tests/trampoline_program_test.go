@@ -1,0 +1,139 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aptl/aptl-kali-capture/internal/login"
+)
+
+// TestServerStartsSessionsThroughTrampolineProgram: built beside the server
+// from the same build (as the benchmark builds them), aptl-login-trampoline
+// is what each local session's start executes, and the server's own program
+// is not; beside it but writable by others, or from another build, it is
+// refused with the reason in the log, and sessions re-execute the server
+// instead. Which program ran is read from the kernel: an inotify watch on
+// both files counts the opens that each exec makes.
+func TestServerStartsSessionsThroughTrampolineProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries; skipped in -short mode")
+	}
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("OpenSSH client (Debian openssh-client) not installed")
+	}
+	built := t.TempDir()
+	goBuild(t, built, "../cmd/aptl-kali-capture", "../cmd/aptl-login-trampoline")
+	otherBuild := t.TempDir()
+	goBuild(t, otherBuild, "-ldflags=-s", "../cmd/aptl-login-trampoline")
+
+	cases := []struct {
+		name       string
+		trampoline string // the program placed beside the server
+		mode       os.FileMode
+		wantLog    string
+		viaProgram bool
+	}{
+		{"same build", filepath.Join(built, login.TrampolineProgram), 0o755, `msg="login trampoline" program=`, true},
+		{"writable by others", filepath.Join(built, login.TrampolineProgram), 0o775, "writable by group or others", false},
+		{"another build", filepath.Join(otherBuild, login.TrampolineProgram), 0o755, "build setting -ldflags", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			server := filepath.Join(dir, "aptl-kali-capture")
+			trampoline := filepath.Join(dir, login.TrampolineProgram)
+			copyFile(t, filepath.Join(built, "aptl-kali-capture"), server, 0o755)
+			copyFile(t, c.trampoline, trampoline, c.mode)
+
+			_, sshArgs, logs := startServe(t, server, t.TempDir())
+			if !strings.Contains(logs.String(), c.wantLog) {
+				t.Fatalf("the server's log does not say %q:\n%s", c.wantLog, logs.String())
+			}
+			opens := watchOpens(t, server, trampoline)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			args := append(sshArgs, "-o", "BatchMode=yes", "echo TRAMPOLINED_$((40+2))")
+			if out, err := exec.CommandContext(ctx, "ssh", args...).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "TRAMPOLINED_42" {
+				t.Fatalf("session failed: %v\n%s\nserver logs:\n%s", err, out, logs.String())
+			}
+			got := opens()
+			if c.viaProgram && (got[trampoline] != 1 || got[server] != 0) {
+				t.Errorf("opens during the session: %s %d, %s %d; want the trampoline program executed once and the server not at all",
+					login.TrampolineProgram, got[trampoline], filepath.Base(server), got[server])
+			}
+			if !c.viaProgram && (got[trampoline] != 0 || got[server] != 1) {
+				t.Errorf("opens during the session: %s %d, %s %d; want the server re-executed once and the refused program never",
+					login.TrampolineProgram, got[trampoline], filepath.Base(server), got[server])
+			}
+		})
+	}
+}
+
+// goBuild builds the packages (after any flags) into the folder dir.
+func goBuild(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(goTool(t), append([]string{"build", "-o", dir + "/"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %v: %v\n%s", args, err, out)
+	}
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(to, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watchOpens watches paths for opens (an exec of a file opens it) from now
+// on; the returned function reports the opens of each so far.
+func watchOpens(t *testing.T, paths ...string) func() map[string]int {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	byWatch := map[int32]string{}
+	for _, p := range paths {
+		wd, err := unix.InotifyAddWatch(fd, p, unix.IN_OPEN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byWatch[int32(wd)] = p
+	}
+	counts := map[string]int{}
+	return func() map[string]int {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := unix.Read(fd, buf)
+			if errors.Is(err, unix.EAGAIN) {
+				return counts
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				counts[byWatch[ev.Wd]]++
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+			}
+		}
+	}
+}
