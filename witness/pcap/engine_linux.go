@@ -24,22 +24,30 @@ import (
 //
 // The socket captures only while a session is attached. Bound to every
 // protocol (ETH_P_ALL), it is on the kernel's list of taps that every
-// packet of the namespace is handed to, sent or received; what its filter
-// accepts is copied into the ring, whether a session wants it or not:
-// beside an idle sidecar that accepted everything, sshd's loopback
-// throughput fell from 425 to 323 MB/s. So while no session is attached
-// the socket's filter is idleFilter, which accepts nothing, and the first
-// session to attach swaps in the capture filter; the last to detach swaps
-// idleFilter back. A filter swap takes effect at once and returns at once
-// (the kernel frees the old program after a grace period, without waiting
-// for it). Changing the binding instead would not: every bind of a socket
-// already bound waits out a network RCU grace period (synchronize_net in
-// packet_do_bind, net/packet/af_packet.c), 8 to 20 ms measured here, and
-// that wait was the larger part of a session's start whenever it was the
-// only one. The socket is bound once, after its filter and ring are in
-// place (the first bind of a never-bound socket does not wait). What stays
-// while idle is the kernel handing each packet to the socket and running
-// one BPF instruction on it (and cloning each sent packet for it).
+// packet of the namespace is handed to, sent or received (on older
+// kernels, whose list of taps is host-wide, every packet of the host,
+// which the socket drops as another namespace's); what its filter accepts
+// is copied into the ring, whether a session wants it or not: beside an
+// idle sidecar that accepted everything, sshd's loopback throughput fell
+// from 425 to 323 MB/s. So while no session is attached the socket's
+// filter is idleFilter, which accepts nothing, and the first session to
+// attach swaps in the capture filter; the last to detach swaps idleFilter
+// back. A filter swap returns at once: the kernel frees the old program
+// after a grace period without waiting for it, and a CPU already running
+// the old program on a packet finishes that packet with it. That instant
+// is no window's edge: a session's window is cut by the packets' kernel
+// timestamps (tap.go), it opens after attach returns, and a closing
+// session waits for the ring to pass its end before it detaches.
+// Changing the protocol of a bound socket instead would wait: it takes
+// the socket off the list of taps and waits out a network RCU grace
+// period (synchronize_net in packet_do_bind, net/packet/af_packet.c), 8
+// to 20 ms measured here, which was the larger part of a session's start
+// whenever it was the only one. The socket is bound once, after its filter
+// and ring are in place (the first bind of a never-bound socket does not
+// wait). What stays while idle is the kernel handing each packet to the
+// socket and running one BPF instruction on it (and cloning each sent
+// packet for it); the old way's idle protocol, 0x05ff, also let a packet
+// of that protocol (a tun device can be handed any) into the ring.
 
 // The ring: ringBlocks blocks of ringBlockSize. A block is handed over
 // when full or blockTimeout after its first packet, so a quiet capture is
@@ -66,7 +74,7 @@ type Engine struct {
 	log  *slog.Logger
 
 	taps      atomic.Pointer[[]*tap] // replaced whole on attach and detach
-	tapsMu    sync.Mutex             // serializes attach and detach, and the socket's binding
+	tapsMu    sync.Mutex             // serializes attach and detach, and the socket's filter
 	filter    []bpfInstruction       // the capture filter, in place while a session is attached
 	capturing bool                   // filter is in place (else idleFilter); under tapsMu
 
