@@ -14,15 +14,19 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // TestServerStartsSessionsThroughTrampolineProgram: built beside the server
 // from the same build (as the benchmark builds them), aptl-login-trampoline
-// is what each local session's start executes, and the server's own program
-// is not; beside it but writable by others, or from another build, it is
-// refused with the reason in the log, and sessions re-execute the server
-// instead. Which program ran is read from the kernel: an inotify watch on
-// both files counts the opens that each exec makes.
+// is what each local session's start executes (the server's copy of it,
+// so overwriting the file after the start changes nothing), and the
+// server's own program is not; beside it but writable by others, or from
+// another build, it is refused with the reason in the log, and sessions
+// re-execute the server instead. Which program ran is read from the
+// kernel: an inotify watch on both files counts the opens that an exec of
+// either makes, and the session's audit-session record says whether a
+// trampoline ran.
 func TestServerStartsSessionsThroughTrampolineProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries; skipped in -short mode")
@@ -33,7 +37,7 @@ func TestServerStartsSessionsThroughTrampolineProgram(t *testing.T) {
 	built := t.TempDir()
 	goBuild(t, built, "../cmd/aptl-kali-capture", "../cmd/aptl-login-trampoline")
 	otherBuild := t.TempDir()
-	goBuild(t, otherBuild, "-ldflags=-s", "../cmd/aptl-login-trampoline")
+	goBuild(t, otherBuild, "-ldflags=-X main.aptlTestOtherBuild=1", "../cmd/aptl-login-trampoline")
 
 	cases := []struct {
 		name       string
@@ -54,25 +58,41 @@ func TestServerStartsSessionsThroughTrampolineProgram(t *testing.T) {
 			copyFile(t, filepath.Join(built, "aptl-kali-capture"), server, 0o755)
 			copyFile(t, c.trampoline, trampoline, c.mode)
 
-			_, sshArgs, logs := startServe(t, server, t.TempDir())
+			work := t.TempDir()
+			_, sshArgs, logs := startServe(t, server, work)
 			if !strings.Contains(logs.String(), c.wantLog) {
 				t.Fatalf("the server's log does not say %q:\n%s", c.wantLog, logs.String())
+			}
+			if c.viaProgram {
+				// Overwritten in place: what runs was copied at the start.
+				if err := os.WriteFile(trampoline, []byte("#!/bin/sh\nexit 0\n"), 0); err != nil {
+					t.Fatal(err)
+				}
 			}
 			opens := watchOpens(t, server, trampoline)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			args := append(sshArgs, "-o", "BatchMode=yes", "echo TRAMPOLINED_$((40+2))")
+			args := append(sshArgs, "-o", "BatchMode=yes", "-o", "SetEnv=APTL_SESSION_ID=tramp-1", "echo TRAMPOLINED_$((40+2))")
 			if out, err := exec.CommandContext(ctx, "ssh", args...).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "TRAMPOLINED_42" {
 				t.Fatalf("session failed: %v\n%s\nserver logs:\n%s", err, out, logs.String())
 			}
 			got := opens()
-			if c.viaProgram && (got[trampoline] != 1 || got[server] != 0) {
-				t.Errorf("opens during the session: %s %d, %s %d; want the trampoline program executed once and the server not at all",
-					login.TrampolineProgram, got[trampoline], filepath.Base(server), got[server])
+			wantServer := 1
+			if c.viaProgram {
+				wantServer = 0
 			}
-			if !c.viaProgram && (got[trampoline] != 0 || got[server] != 1) {
-				t.Errorf("opens during the session: %s %d, %s %d; want the server re-executed once and the refused program never",
-					login.TrampolineProgram, got[trampoline], filepath.Base(server), got[server])
+			if got[server] != wantServer || got[trampoline] != 0 {
+				t.Errorf("opens during the session: %s %d, %s %d; want the server %d and the file beside it 0",
+					filepath.Base(server), got[server], login.TrampolineProgram, got[trampoline], wantServer)
+			}
+			// Through either program the session got its audit session: a
+			// trampoline ran (a session started without one says why).
+			a := auditSessionOf(t, filepath.Join(work, "aptl-dev", "captures", "_unbound", "tramp-1"))
+			if loginUIDUnset() && a[vocab.AttrAuditSes] == "" {
+				t.Errorf("the session has no audit session of its own: %v", a)
+			}
+			if strings.Contains(a[vocab.AttrAuditSesReason], "could not be started") {
+				t.Errorf("no trampoline ran: %v", a)
 			}
 		})
 	}

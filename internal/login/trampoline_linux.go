@@ -31,6 +31,7 @@ package login
 // told.
 
 import (
+	"bytes"
 	"debug/buildinfo"
 	"encoding/binary"
 	"errors"
@@ -38,6 +39,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -82,33 +84,49 @@ var trampolineHost atomic.Bool
 var trampolineExe = "/proc/self/exe"
 
 // trampolineProgramFD is the lowest descriptor UseTrampolineProgram keeps
-// the program open on: above the ones a session's start puts in place
-// (stdin, stdout, stderr and trampolineFD), which the child's dup2 calls
-// would otherwise replace before the exec reads the program.
+// the program on: above the ones os/exec's child puts in place or moves
+// through (stdin, stdout, stderr, trampolineFD, and the few above them it
+// uses to shuffle descriptors) before the exec reads the program.
 const trampolineProgramFD = 10
+
+// maxTrampolineProgram bounds the program UseTrampolineProgram copies:
+// a few MB built, so 64 MiB is no build of it.
+const maxTrampolineProgram = 64 << 20
+
+// trampolineProgramCheckArg0 is the argv[0] of the check run of a program
+// before it is used: not the trampoline's marker, so the program's main
+// must say so and exit with status 2 (cmd/aptl-login-trampoline).
+const trampolineProgramCheckArg0 = "aptl-login-trampoline-check"
 
 // UseTrampolineProgram makes Start run the trampoline from the program at
 // path instead of re-executing this one. Why: the trampoline runs once a
 // session, and a server that links the pcap witness takes 7 to 10 ms to
 // start (41 MB of tables that one dependency's init fills), a program that
-// links only this package about 2 (docs/BENCHMARKS.md). The file is opened
-// now and executed through that descriptor, so replacing the file later
-// changes nothing, as with /proc/self/exe. It is refused, and sessions
-// keep re-executing this program, unless it is a regular executable file
-// that nobody but its owner (root or this process's user) may write, built
-// from the same module, revision and toolchain with the same settings as
-// this program (runtime/debug.ReadBuildInfo): the launcher and the
-// trampoline speak a format private to one build.
+// links only this package about 2 (docs/BENCHMARKS.md).
+//
+// The program is copied now into a sealed memory file, and every session
+// executes that copy: neither replacing nor overwriting the file later
+// changes what runs (as with /proc/self/exe, which the kernel keeps from
+// being written while it runs). It is refused, and sessions keep
+// re-executing this program, unless: it is a regular executable file,
+// not a symbolic link, in a folder that only its owner may write, that
+// only its owner (root or this process's user) may write; it is built from
+// the same module, revision and toolchain with the same settings and the
+// same versions of the modules both link as this program
+// (runtime/debug.ReadBuildInfo), since the launcher and the trampoline
+// speak a format private to one build; and the copy runs (a check run with
+// an argv that is not the trampoline's, which the program answers with
+// exit status 2). A tree with uncommitted changes gives both programs the
+// same revision whatever the changes: the trampoline then refuses a
+// command whose format is not its own (readTrampolineSpec), and that
+// session fails with that reason.
 func UseTrampolineProgram(path string) error {
-	f, err := os.Open(path)
+	mem, err := copyTrampolineProgram(path)
 	if err != nil {
-		return fmt.Errorf("login trampoline program: %w", err)
-	}
-	defer f.Close()
-	if err := checkTrampolineFile(f); err != nil {
 		return fmt.Errorf("login trampoline program %s: %w", path, err)
 	}
-	theirs, err := buildinfo.Read(f)
+	defer mem.Close()
+	theirs, err := buildinfo.Read(mem)
 	if err != nil {
 		return fmt.Errorf("login trampoline program %s: not a Go program with build information: %w", path, err)
 	}
@@ -119,37 +137,126 @@ func UseTrampolineProgram(path string) error {
 	if why := sameBuild(ours, theirs); why != "" {
 		return fmt.Errorf("login trampoline program %s: not from this program's build: %s", path, why)
 	}
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, trampolineProgramFD)
+	fd, err := unix.FcntlInt(mem.Fd(), unix.F_DUPFD_CLOEXEC, trampolineProgramFD)
 	if err != nil {
 		return fmt.Errorf("login trampoline program %s: %w", path, err)
 	}
-	trampolineExe = "/proc/self/fd/" + strconv.Itoa(fd)
+	exe := "/proc/self/fd/" + strconv.Itoa(fd)
+	if err := checkRun(exe); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("login trampoline program %s: %w", path, err)
+	}
+	trampolineExe = exe
 	return nil
 }
 
-// checkTrampolineFile refuses a file the trampoline must not be run from:
-// it runs as the launcher's user (root) with each session's command.
-func checkTrampolineFile(f *os.File) error {
+// copyTrampolineProgram checks the file at path and its folder and
+// returns a sealed memory file holding its bytes.
+func copyTrampolineProgram(path string) (*os.File, error) {
+	dirFD, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("its folder: %w", err)
+	}
+	defer unix.Close(dirFD)
+	if err := checkOwnedNotShared(dirFD, "its folder is"); err != nil {
+		return nil, err
+	}
+	// O_NOFOLLOW: the program is what the folder holds, not what a link
+	// in it points to; O_NONBLOCK: opening a FIFO must not wait.
+	fd, err := unix.Openat(dirFD, filepath.Base(path), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, errors.New("a symbolic link")
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return err
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
 	}
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return errors.New("not a regular file")
+		return nil, errors.New("not a regular file")
 	case st.Mode&0o111 == 0:
-		return errors.New("not executable")
+		return nil, errors.New("not executable")
+	case st.Size > maxTrampolineProgram:
+		return nil, fmt.Errorf("%d bytes, more than any build of it (%d)", st.Size, maxTrampolineProgram)
+	}
+	if err := checkOwnedNotShared(fd, "it is"); err != nil {
+		return nil, err
+	}
+	memFD, err := unix.MemfdCreate(TrampolineProgram, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
+	if errors.Is(err, unix.EINVAL) { // a kernel before MFD_EXEC (6.3): executable by default
+		memFD, err = unix.MemfdCreate(TrampolineProgram, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("a memory file for its copy: %w", err)
+	}
+	mem := os.NewFile(uintptr(memFD), "memfd:"+TrampolineProgram)
+	n, err := io.Copy(mem, io.LimitReader(f, maxTrampolineProgram+1))
+	if err == nil && n != st.Size {
+		err = fmt.Errorf("it changed while copied (%d bytes, then %d)", st.Size, n)
+	}
+	if err == nil {
+		_, err = unix.FcntlInt(mem.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL)
+	}
+	if err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("copying it: %w", err)
+	}
+	return mem, nil
+}
+
+// checkOwnedNotShared refuses a file the trampoline must not be run from,
+// or a folder it must not be taken from: it runs as the launcher's user
+// (root) with each session's command.
+func checkOwnedNotShared(fd int, what string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	switch {
 	case st.Mode&0o022 != 0:
-		return fmt.Errorf("writable by group or others (mode %#o)", st.Mode&0o7777)
+		return fmt.Errorf("%s writable by group or others (mode %#o)", what, st.Mode&0o7777)
 	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("owned by uid %d, neither root nor this process's user", st.Uid)
+		return fmt.Errorf("%s owned by uid %d, neither root nor this process's user", what, st.Uid)
+	}
+	return nil
+}
+
+// checkRun runs the program at exe with an argv that is not the
+// trampoline's: it must run, and answer with exit status 2, as
+// cmd/aptl-login-trampoline's main does, within trampolineTimeout.
+func checkRun(exe string) error {
+	cmd := &exec.Cmd{Path: exe, Args: []string{trampolineProgramCheckArg0}, Env: []string{}}
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("its copy does not run: %w", err)
+	}
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(trampolineTimeout):
+		_ = cmd.Process.Kill()
+		<-done
+		return errors.New("its check run did not end")
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		return fmt.Errorf("its check run ended with %v, not exit status 2: not the trampoline's program", err)
 	}
 	return nil
 }
 
 // sameBuild says how two programs' build information differs in what
-// makes them one build: toolchain, main module and its version, and every
-// build setting (flags, target, VCS revision and state). Empty: the same.
+// makes them one build: toolchain, main module and its version, every
+// build setting (flags, target, VCS revision and state), and the version
+// of every module both link. Empty: the same. It names what differs,
+// never a setting's value (flags can carry what a build environment
+// should not see in a log).
 func sameBuild(a, b *debug.BuildInfo) string {
 	switch {
 	case a.GoVersion != b.GoVersion:
@@ -177,7 +284,16 @@ func sameBuild(a, b *debug.BuildInfo) string {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if as[k] != bs[k] {
-			return fmt.Sprintf("build setting %s is %q, this program's %q", k, bs[k], as[k])
+			return "build setting " + k + " differs"
+		}
+	}
+	ours := make(map[string]string, len(a.Deps))
+	for _, d := range a.Deps {
+		ours[d.Path] = d.Version + " " + d.Sum
+	}
+	for _, d := range b.Deps {
+		if v, ok := ours[d.Path]; ok && v != d.Version+" "+d.Sum {
+			return "module " + d.Path + " is another version"
 		}
 	}
 	return ""
@@ -500,9 +616,9 @@ func boolU32(v bool) uint32 {
 	return 0
 }
 
-// readTrampolineSpec reads one spec from r. Its source is the launcher, the
-// same binary, but it is still bounded: nothing a reader allocates exceeds
-// maxTrampolineSpec.
+// readTrampolineSpec reads one spec from r. Its source is the launcher, of
+// the same build, but it is still bounded (nothing a reader allocates
+// exceeds maxTrampolineSpec) and must be in this build's format.
 func readTrampolineSpec(r io.Reader) (trampolineSpec, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -516,7 +632,18 @@ func readTrampolineSpec(r io.Reader) (trampolineSpec, error) {
 	if _, err := io.ReadFull(r, body); err != nil {
 		return trampolineSpec{}, fmt.Errorf("read the command: %w", err)
 	}
-	return decodeTrampolineSpec(body)
+	spec, err := decodeTrampolineSpec(body)
+	if err != nil {
+		return trampolineSpec{}, err
+	}
+	// A launcher of another build (UseTrampolineProgram cannot tell two
+	// builds of one revision with uncommitted changes apart) may lay the
+	// command out differently and still decode here: what decoded must
+	// encode back to the very bytes received.
+	if !bytes.Equal(encodeTrampolineSpec(spec)[4:], body) {
+		return trampolineSpec{}, errors.New("the command is not in this program's format: the launcher is of another build")
+	}
+	return spec, nil
 }
 
 func decodeTrampolineSpec(b []byte) (trampolineSpec, error) {

@@ -2,6 +2,7 @@ package login
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
@@ -26,6 +28,11 @@ import (
 // trampoline.
 func TestMain(m *testing.M) {
 	TrampolineMain()
+	if len(os.Args) == 1 && os.Args[0] == trampolineProgramCheckArg0 {
+		// UseTrampolineProgram's check run of a copy of this binary: answer
+		// as cmd/aptl-login-trampoline does.
+		os.Exit(2)
+	}
 	if os.Getenv(loginUIDSetRole) != "" {
 		os.Exit(loginUIDSetHelper())
 	}
@@ -385,6 +392,20 @@ func TestTrampolineSpecEncoding(t *testing.T) {
 	if _, err := readTrampolineSpec(bytes.NewReader(huge)); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("a 4 GiB spec: %v", err)
 	}
+	// A spec that decodes but is not what this build writes (a launcher of
+	// another build): NoSetGroups as 2, where this format writes 0 or 1.
+	other := slices.Clone(b)
+	i := bytes.Index(other, encodeTrampolineSpec(trampolineSpec{cred: want.cred})[len(encodeTrampolineSpec(trampolineSpec{cred: want.cred}))-4*(4+len(want.cred.Groups)):])
+	if i < 0 {
+		t.Fatal("the credentials were not found in the encoded spec")
+	}
+	binary.BigEndian.PutUint32(other[i+8:], 2)
+	if _, err := decodeTrampolineSpec(other[4:]); err != nil {
+		t.Fatalf("the altered spec no longer decodes, so it tests nothing: %v", err)
+	}
+	if _, err := readTrampolineSpec(bytes.NewReader(other)); err == nil || !strings.Contains(err.Error(), "another build") {
+		t.Errorf("a spec in another layout: %v, want it refused", err)
+	}
 }
 
 // TestDedupEnvMatchesOSExec: the trampoline's environment is the one
@@ -447,29 +468,68 @@ func restoreTrampolineExe(t *testing.T) {
 }
 
 // TestUseTrampolineProgram: a program of this build beside the launcher
-// becomes the trampoline, pinned when it is accepted: the file removed
-// afterwards, sessions still start through it and get their audit session.
+// becomes the trampoline, copied into a sealed memory file when it is
+// accepted: the file overwritten in place and then removed afterwards,
+// each session's start still executes the copy (an inotify watch on it
+// counts the exec's open) and gets its audit session.
 func TestUseTrampolineProgram(t *testing.T) {
 	restoreTrampolineExe(t)
 	path := copyTestProgram(t, TrampolineProgram, 0o755)
 	if err := UseTrampolineProgram(path); err != nil {
 		t.Fatalf("UseTrampolineProgram: %v", err)
 	}
+	fd, _ := strconv.Atoi(strings.TrimPrefix(trampolineExe, "/proc/self/fd/"))
+	defer syscall.Close(fd)
+	if fd < trampolineProgramFD {
+		t.Errorf("the program is on fd %d, below %d, where a session's start puts its own", fd, trampolineProgramFD)
+	}
+	if target, err := os.Readlink(trampolineExe); err != nil || !strings.HasPrefix(target, "/memfd:"+TrampolineProgram) {
+		t.Fatalf("trampoline %s links to %q, %v; want the memory file", trampolineExe, target, err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(trampolineExe, []byte("x"), 0); err == nil {
+		t.Error("the sealed copy could be written")
+	}
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := os.Readlink(trampolineExe); err != nil || got != path+" (deleted)" {
-		t.Fatalf("trampoline %s links to %q, %v; want the removed %s", trampolineExe, got, err, path)
-	}
-	fd, _ := strconv.Atoi(strings.TrimPrefix(trampolineExe, "/proc/self/fd/"))
-	if fd < trampolineProgramFD {
-		t.Errorf("the program is open on fd %d, below %d, where a session's start puts its own", fd, trampolineProgramFD)
-	}
-	defer syscall.Close(fd)
+	opens := watchExecs(t, trampolineExe)
 	p, _, master := startPTY(t, testAccount(t), "echo STARTED_$((6*7))", nil, true)
 	testutil.ReadMaster(master).Expect(t, "STARTED_42")
+	if n := opens(); n != 1 {
+		t.Errorf("the copy was opened %d times for one session's start, want 1 (its exec)", n)
+	}
 	if ses, ok := p.AuditSession(); !ok && strings.Contains(p.AuditSessionNote(), "could not be started") {
 		t.Errorf("AuditSession = %d, %v, note %q: the trampoline program did not run", ses, ok, p.AuditSessionNote())
+	}
+}
+
+// watchExecs counts, from now on, the opens of the file at path (an exec
+// of it opens it).
+func watchExecs(t *testing.T, path string) func() int {
+	t.Helper()
+	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(in) })
+	if _, err := unix.InotifyAddWatch(in, path, unix.IN_OPEN); err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	return func() int {
+		buf := make([]byte, 4096)
+		for {
+			n, err := unix.Read(in, buf)
+			if err != nil {
+				return count
+			}
+			count += n / unix.SizeofInotifyEvent // IN_OPEN on a watched file carries no name
+		}
 	}
 }
 
@@ -483,14 +543,29 @@ func TestUseTrampolineProgramRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(notGo, 0o755)
+	link := filepath.Join(t.TempDir(), TrampolineProgram)
+	if err := os.Symlink(copyTestProgram(t, "real", 0o755), link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), TrampolineProgram)
+	if err := unix.Mkfifo(fifo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shared := copyTestProgram(t, TrampolineProgram, 0o755)
+	if err := os.Chmod(filepath.Dir(shared), 0o777); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, path, want string
 	}{
 		{"absent", filepath.Join(t.TempDir(), TrampolineProgram), "no such file"},
 		{"directory", t.TempDir(), "not a regular file"},
+		{"symbolic link", link, "a symbolic link"},
+		{"FIFO", fifo, "not a regular file"},
 		{"not executable", copyTestProgram(t, TrampolineProgram, 0o644), "not executable"},
-		{"group-writable", copyTestProgram(t, TrampolineProgram, 0o775), "writable by group or others"},
-		{"world-writable", copyTestProgram(t, TrampolineProgram, 0o757), "writable by group or others"},
+		{"group-writable", copyTestProgram(t, TrampolineProgram, 0o775), "it is writable by group or others"},
+		{"world-writable", copyTestProgram(t, TrampolineProgram, 0o757), "it is writable by group or others"},
+		{"folder writable by others", shared, "its folder is writable by group or others"},
 		{"not a Go program", notGo, "not a Go program"},
 	}
 	if os.Geteuid() == 0 {
@@ -498,7 +573,7 @@ func TestUseTrampolineProgramRefuses(t *testing.T) {
 		if err := os.Chown(other, 4242, 4242); err != nil {
 			t.Fatal(err)
 		}
-		cases = append(cases, struct{ name, path, want string }{"owned by another user", other, "owned by uid 4242"})
+		cases = append(cases, struct{ name, path, want string }{"owned by another user", other, "it is owned by uid 4242"})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -513,8 +588,33 @@ func TestUseTrampolineProgramRefuses(t *testing.T) {
 	}
 }
 
-// TestSameBuild: programs are one build only when toolchain, main module
-// and every build setting agree; the reason names what differs.
+// TestCheckRun: a program is used only when it runs and answers the check
+// run's argv with exit status 2, as cmd/aptl-login-trampoline does.
+func TestCheckRun(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if err := checkRun(script("two", "exit 2")); err != nil {
+		t.Errorf("a program exiting 2: %v", err)
+	}
+	for name, body := range map[string]string{"zero": "exit 0", "one": "exit 1", "signal": "kill -9 $$"} {
+		if err := checkRun(script(name, body)); err == nil || !strings.Contains(err.Error(), "not exit status 2") {
+			t.Errorf("a program that does %q: %v, want it refused", body, err)
+		}
+	}
+	if err := checkRun(filepath.Join(dir, "absent")); err == nil || !strings.Contains(err.Error(), "does not run") {
+		t.Errorf("an absent program: %v", err)
+	}
+}
+
+// TestSameBuild: programs are one build only when toolchain, main module,
+// every build setting and the modules both link agree; the reason names
+// what differs, never a setting's value.
 func TestSameBuild(t *testing.T) {
 	ours, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -523,12 +623,19 @@ func TestSameBuild(t *testing.T) {
 	clone := func(edit func(*debug.BuildInfo)) *debug.BuildInfo {
 		c := *ours
 		c.Settings = slices.Clone(ours.Settings)
+		c.Deps = slices.Clone(ours.Deps)
 		edit(&c)
 		return &c
 	}
 	if why := sameBuild(ours, clone(func(*debug.BuildInfo) {})); why != "" {
 		t.Fatalf("identical builds differ: %s", why)
 	}
+	// A test binary's build information lists no modules: give this one a
+	// dependency to compare.
+	dep := &debug.Module{Path: "example.com/dep", Version: "v1.0.0", Sum: "h1:x"}
+	withDep := *ours
+	withDep.Deps = []*debug.Module{dep}
+	ours = &withDep
 	cases := []struct {
 		name string
 		edit func(*debug.BuildInfo)
@@ -539,20 +646,35 @@ func TestSameBuild(t *testing.T) {
 		{"module path", func(b *debug.BuildInfo) { b.Main.Path = "example.com/other" }, "example.com/other"},
 		{"setting changed", func(b *debug.BuildInfo) {
 			b.Settings = append(b.Settings, debug.BuildSetting{Key: "GOARCH", Value: "vax"})
-		}, `build setting GOARCH is "vax"`},
+		}, "build setting GOARCH differs"},
 		{"setting only theirs", func(b *debug.BuildInfo) {
-			b.Settings = append(b.Settings, debug.BuildSetting{Key: "-ldflags", Value: "-X main.v=1"})
-		}, `build setting -ldflags is "-X main.v=1", this program's ""`},
+			b.Settings = append(b.Settings, debug.BuildSetting{Key: "-ldflags", Value: "-X main.secret=1"})
+		}, "build setting -ldflags differs"},
+		{"dependency version", func(b *debug.BuildInfo) {
+			d := *b.Deps[0]
+			d.Version = "v0.0.0-other"
+			b.Deps[0] = &d
+		}, "module example.com/dep is another version"},
 	}
 	for _, c := range cases {
-		if why := sameBuild(ours, clone(c.edit)); !strings.Contains(why, c.want) {
+		why := sameBuild(ours, clone(c.edit))
+		if !strings.Contains(why, c.want) {
 			t.Errorf("%s: sameBuild = %q, want it to say %q", c.name, why, c.want)
 		}
+		if strings.Contains(why, "secret") || strings.Contains(why, "vax") {
+			t.Errorf("%s: sameBuild = %q names a setting's value", c.name, why)
+		}
 	}
-	// And the other way round: a setting only this program has.
+	// A setting only this program has; a module only one of them links
+	// is no difference (the programs link different packages).
 	if why := sameBuild(clone(func(b *debug.BuildInfo) {
 		b.Settings = append(b.Settings, debug.BuildSetting{Key: "-tags", Value: "x"})
 	}), ours); !strings.Contains(why, "-tags") {
 		t.Errorf("a setting only this program has: sameBuild = %q", why)
+	}
+	if why := sameBuild(ours, clone(func(b *debug.BuildInfo) {
+		b.Deps = append(b.Deps, &debug.Module{Path: "example.com/only-theirs", Version: "v1.0.0"})
+	})); why != "" {
+		t.Errorf("a module only the other links: sameBuild = %q, want no difference", why)
 	}
 }
