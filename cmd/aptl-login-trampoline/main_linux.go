@@ -20,7 +20,8 @@ import (
 )
 
 func main() {
-	// A process started as the trampoline never returns from here.
+	// A process started as the trampoline, or for the server's check run
+	// of this program, never returns from here.
 	login.TrampolineMain()
 	fmt.Fprintf(os.Stderr, "%s: started by aptl-kali-capture's local launch adapter for each session, not by hand\n", login.TrampolineProgram)
 	os.Exit(2)

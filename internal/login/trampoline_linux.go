@@ -32,8 +32,11 @@ package login
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"debug/buildinfo"
+	_ "embed"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -79,7 +82,7 @@ const AuditSessionUnset = 1<<32 - 1
 var trampolineHost atomic.Bool
 
 // trampolineExe is the trampoline's binary: this very program, even if its
-// file was since replaced, or the program UseTrampolineProgram opened.
+// file was since replaced, or the sealed copy UseTrampolineProgram made.
 // Tests point it elsewhere to see the fallback.
 var trampolineExe = "/proc/self/exe"
 
@@ -93,10 +96,16 @@ const trampolineProgramFD = 10
 // a few MB built, so 64 MiB is no build of it.
 const maxTrampolineProgram = 64 << 20
 
-// trampolineProgramCheckArg0 is the argv[0] of the check run of a program
-// before it is used: not the trampoline's marker, so the program's main
-// must say so and exit with status 2 (cmd/aptl-login-trampoline).
-const trampolineProgramCheckArg0 = "aptl-login-trampoline-check"
+// trampolineCheckArg0 is the argv[0] of the check run of a program before
+// it is used: TrampolineMain answers it with trampolineCheckAnswer.
+const trampolineCheckArg0 = "aptl-login-trampoline-check"
+
+// checkRunTimeout bounds the check run; tests shorten it.
+var checkRunTimeout = trampolineTimeout
+
+// memfdCreate is unix.MemfdCreate; tests stand in for kernels without
+// MFD_EXEC.
+var memfdCreate = unix.MemfdCreate
 
 // UseTrampolineProgram makes Start run the trampoline from the program at
 // path instead of re-executing this one. Why: the trampoline runs once a
@@ -113,13 +122,11 @@ const trampolineProgramCheckArg0 = "aptl-login-trampoline-check"
 // only its owner (root or this process's user) may write; it is built from
 // the same module, revision and toolchain with the same settings and the
 // same versions of the modules both link as this program
-// (runtime/debug.ReadBuildInfo), since the launcher and the trampoline
-// speak a format private to one build; and the copy runs (a check run with
-// an argv that is not the trampoline's, which the program answers with
-// exit status 2). A tree with uncommitted changes gives both programs the
-// same revision whatever the changes: the trampoline then refuses a
-// command whose format is not its own (readTrampolineSpec), and that
-// session fails with that reason.
+// (runtime/debug.ReadBuildInfo); and the copy, run once with the check
+// argv, answers with the digest of the trampoline's code this program has
+// (trampolineCheckAnswer): the launcher and the trampoline speak a format
+// private to that code, and two builds of one revision with uncommitted
+// changes to it carry the same revision but not the same digest.
 func UseTrampolineProgram(path string) error {
 	mem, err := copyTrampolineProgram(path)
 	if err != nil {
@@ -187,9 +194,9 @@ func copyTrampolineProgram(path string) (*os.File, error) {
 	if err := checkOwnedNotShared(fd, "it is"); err != nil {
 		return nil, err
 	}
-	memFD, err := unix.MemfdCreate(TrampolineProgram, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
+	memFD, err := memfdCreate(TrampolineProgram, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
 	if errors.Is(err, unix.EINVAL) { // a kernel before MFD_EXEC (6.3): executable by default
-		memFD, err = unix.MemfdCreate(TrampolineProgram, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		memFD, err = memfdCreate(TrampolineProgram, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("a memory file for its copy: %w", err)
@@ -226,29 +233,51 @@ func checkOwnedNotShared(fd int, what string) error {
 	return nil
 }
 
-// checkRun runs the program at exe with an argv that is not the
-// trampoline's: it must run, and answer with exit status 2, as
-// cmd/aptl-login-trampoline's main does, within trampolineTimeout.
+// checkRun runs the program at exe with trampolineCheckArg0: it must run
+// and print this program's trampolineCheckAnswer (TrampolineMain does, in
+// every program that hosts the trampoline), so it speaks the same format,
+// within checkRunTimeout. It runs in a process group of its own, killed
+// whole if it overstays.
 func checkRun(exe string) error {
-	cmd := &exec.Cmd{Path: exe, Args: []string{trampolineProgramCheckArg0}, Env: []string{}}
-	done := make(chan error, 1)
+	var out bytes.Buffer
+	cmd := &exec.Cmd{Path: exe, Args: []string{trampolineCheckArg0}, Env: []string{},
+		Stdout: &limitedWriter{w: &out, n: 512}, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("its copy does not run: %w", err)
 	}
+	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(trampolineTimeout):
-		_ = cmd.Process.Kill()
+	case <-time.After(checkRunTimeout):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		return errors.New("its check run did not end")
 	}
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
-		return fmt.Errorf("its check run ended with %v, not exit status 2: not the trampoline's program", err)
+	want := trampolineCheckAnswer() + "\n"
+	switch {
+	case err != nil:
+		return fmt.Errorf("its check run failed (%v): not a program that hosts the login trampoline", err)
+	case out.String() != want:
+		return errors.New("its check run did not answer with this program's trampoline format: another build, or not a program that hosts the login trampoline")
 	}
 	return nil
+}
+
+// limitedWriter keeps the first n bytes written to it and drops the rest.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	keep := min(len(p), l.n)
+	l.n -= keep
+	if _, err := l.w.Write(p[:keep]); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // sameBuild says how two programs' build information differs in what
@@ -287,12 +316,19 @@ func sameBuild(a, b *debug.BuildInfo) string {
 			return "build setting " + k + " differs"
 		}
 	}
+	version := func(d *debug.Module) string {
+		v := d.Version + " " + d.Sum
+		if r := d.Replace; r != nil {
+			v += " => " + r.Path + " " + r.Version + " " + r.Sum
+		}
+		return v
+	}
 	ours := make(map[string]string, len(a.Deps))
 	for _, d := range a.Deps {
-		ours[d.Path] = d.Version + " " + d.Sum
+		ours[d.Path] = version(d)
 	}
 	for _, d := range b.Deps {
-		if v, ok := ours[d.Path]; ok && v != d.Version+" "+d.Sum {
+		if v, ok := ours[d.Path]; ok && v != version(d) {
 			return "module " + d.Path + " is another version"
 		}
 	}
@@ -309,7 +345,26 @@ func TrampolineMain() {
 	if len(os.Args) == 1 && os.Args[0] == trampolineArg0 {
 		os.Exit(runTrampoline())
 	}
+	if len(os.Args) == 1 && os.Args[0] == trampolineCheckArg0 {
+		// UseTrampolineProgram's check run: say which trampoline format
+		// this program speaks.
+		fmt.Println(trampolineCheckAnswer())
+		os.Exit(0)
+	}
 	trampolineHost.Store(true)
+}
+
+// trampolineSource is this file, which holds both ends of the trampoline's
+// exchange: its digest names the format a program speaks, so two builds
+// of one revision with uncommitted changes to it are told apart.
+//
+//go:embed trampoline_linux.go
+var trampolineSource []byte
+
+// trampolineCheckAnswer is what a trampoline host prints to the check run.
+func trampolineCheckAnswer() string {
+	sum := sha256.Sum256(trampolineSource)
+	return TrampolineProgram + " format " + hex.EncodeToString(sum[:])
 }
 
 // trampolineSpec is what the launcher sends the trampoline: the shell's
@@ -617,8 +672,9 @@ func boolU32(v bool) uint32 {
 }
 
 // readTrampolineSpec reads one spec from r. Its source is the launcher, of
-// the same build, but it is still bounded (nothing a reader allocates
-// exceeds maxTrampolineSpec) and must be in this build's format.
+// the same trampoline format (UseTrampolineProgram checks a separate
+// program's), but it is still bounded: nothing a reader allocates exceeds
+// maxTrampolineSpec.
 func readTrampolineSpec(r io.Reader) (trampolineSpec, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -632,18 +688,7 @@ func readTrampolineSpec(r io.Reader) (trampolineSpec, error) {
 	if _, err := io.ReadFull(r, body); err != nil {
 		return trampolineSpec{}, fmt.Errorf("read the command: %w", err)
 	}
-	spec, err := decodeTrampolineSpec(body)
-	if err != nil {
-		return trampolineSpec{}, err
-	}
-	// A launcher of another build (UseTrampolineProgram cannot tell two
-	// builds of one revision with uncommitted changes apart) may lay the
-	// command out differently and still decode here: what decoded must
-	// encode back to the very bytes received.
-	if !bytes.Equal(encodeTrampolineSpec(spec)[4:], body) {
-		return trampolineSpec{}, errors.New("the command is not in this program's format: the launcher is of another build")
-	}
-	return spec, nil
+	return decodeTrampolineSpec(body)
 }
 
 func decodeTrampolineSpec(b []byte) (trampolineSpec, error) {
@@ -679,9 +724,18 @@ func decodeTrampolineSpec(b []byte) (trampolineSpec, error) {
 		}
 		return out
 	}
+	// A flag is 0 or 1, as boolU32 writes it; anything else is not this
+	// format.
+	flag := func() bool {
+		v := u32()
+		if v > 1 {
+			bad = true
+		}
+		return v == 1
+	}
 	s := trampolineSpec{path: str(), dir: str(), loginUID: u32(), argv: list(), env: list()}
-	if u32() == 1 {
-		c := &syscall.Credential{Uid: u32(), Gid: u32(), NoSetGroups: u32() == 1}
+	if flag() {
+		c := &syscall.Credential{Uid: u32(), Gid: u32(), NoSetGroups: flag()}
 		n := u32()
 		if bad || n > uint32(len(b))/4 {
 			bad = true
@@ -695,7 +749,7 @@ func decodeTrampolineSpec(b []byte) (trampolineSpec, error) {
 	}
 	switch {
 	case bad:
-		return trampolineSpec{}, errors.New("the command ends inside a field")
+		return trampolineSpec{}, errors.New("the command ends inside a field or holds a flag other than 0 or 1")
 	case len(b) != 0:
 		return trampolineSpec{}, errors.New("bytes after the command")
 	case !strings.HasPrefix(s.path, "/") || len(s.argv) == 0:
