@@ -2,18 +2,15 @@ package tests
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -69,7 +66,7 @@ func TestServerStartsSessionsThroughTrampolineProgram(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			opens := watchOpens(t, server, trampoline)
+			opens := testutil.WatchOpens(t, server, trampoline)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			args := append(sshArgs, "-o", "BatchMode=yes", "-o", "SetEnv=APTL_SESSION_ID=tramp-1", "echo TRAMPOLINED_$((40+2))")
@@ -118,42 +115,5 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	}
 	if err := os.Chmod(to, mode); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// watchOpens watches paths for opens (an exec of a file opens it) from now
-// on; the returned function reports the opens of each so far.
-func watchOpens(t *testing.T, paths ...string) func() map[string]int {
-	t.Helper()
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	byWatch := map[int32]string{}
-	for _, p := range paths {
-		wd, err := unix.InotifyAddWatch(fd, p, unix.IN_OPEN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		byWatch[int32(wd)] = p
-	}
-	counts := map[string]int{}
-	return func() map[string]int {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := unix.Read(fd, buf)
-			if errors.Is(err, unix.EAGAIN) {
-				return counts
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for off := 0; off+unix.SizeofInotifyEvent <= n; {
-				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-				counts[byWatch[ev.Wd]]++
-				off += unix.SizeofInotifyEvent + int(ev.Len)
-			}
-		}
 	}
 }

@@ -488,39 +488,14 @@ func TestUseTrampolineProgram(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	opens := watchExecs(t, trampolineExe)
+	opens := testutil.WatchOpens(t, trampolineExe)
 	p, _, master := startPTY(t, testAccount(t), "echo STARTED_$((6*7))", nil, true)
 	testutil.ReadMaster(master).Expect(t, "STARTED_42")
-	if n := opens(); n != 1 {
+	if n := opens()[trampolineExe]; n != 1 {
 		t.Errorf("the copy was opened %d times for one session's start, want 1 (its exec)", n)
 	}
 	if ses, ok := p.AuditSession(); !ok && strings.Contains(p.AuditSessionNote(), "could not be started") {
 		t.Errorf("AuditSession = %d, %v, note %q: the trampoline program did not run", ses, ok, p.AuditSessionNote())
-	}
-}
-
-// watchExecs counts, from now on, the opens of the file at path (an exec
-// of it opens it).
-func watchExecs(t *testing.T, path string) func() int {
-	t.Helper()
-	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(in) })
-	if _, err := unix.InotifyAddWatch(in, path, unix.IN_OPEN); err != nil {
-		t.Fatal(err)
-	}
-	count := 0
-	return func() int {
-		buf := make([]byte, 4096)
-		for {
-			n, err := unix.Read(in, buf)
-			if err != nil {
-				return count
-			}
-			count += n / unix.SizeofInotifyEvent // IN_OPEN on a watched file carries no name
-		}
 	}
 }
 
