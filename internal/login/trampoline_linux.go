@@ -32,6 +32,7 @@ package login
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"debug/buildinfo"
 	_ "embed"
@@ -165,7 +166,11 @@ func copyTrampolineProgram(path string) (*os.File, error) {
 		return nil, fmt.Errorf("its folder: %w", err)
 	}
 	defer unix.Close(dirFD)
-	if err := checkOwnedNotShared(dirFD, "its folder is"); err != nil {
+	var dirSt unix.Stat_t
+	if err := unix.Fstat(dirFD, &dirSt); err != nil {
+		return nil, fmt.Errorf("its folder: %w", err)
+	}
+	if err := checkOwnedNotShared(&dirSt, "its folder is"); err != nil {
 		return nil, err
 	}
 	// O_NOFOLLOW: the program is what the folder holds, not what a link
@@ -191,7 +196,7 @@ func copyTrampolineProgram(path string) (*os.File, error) {
 	case st.Size > maxTrampolineProgram:
 		return nil, fmt.Errorf("%d bytes, more than any build of it (%d)", st.Size, maxTrampolineProgram)
 	}
-	if err := checkOwnedNotShared(fd, "it is"); err != nil {
+	if err := checkOwnedNotShared(&st, "it is"); err != nil {
 		return nil, err
 	}
 	memFD, err := memfdCreate(TrampolineProgram, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
@@ -219,11 +224,7 @@ func copyTrampolineProgram(path string) (*os.File, error) {
 // checkOwnedNotShared refuses a file the trampoline must not be run from,
 // or a folder it must not be taken from: it runs as the launcher's user
 // (root) with each session's command.
-func checkOwnedNotShared(fd int, what string) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
+func checkOwnedNotShared(st *unix.Stat_t, what string) error {
 	switch {
 	case st.Mode&0o022 != 0:
 		return fmt.Errorf("%s writable by group or others (mode %#o)", what, st.Mode&0o7777)
@@ -239,24 +240,22 @@ func checkOwnedNotShared(fd int, what string) error {
 // within checkRunTimeout. It runs in a process group of its own, killed
 // whole if it overstays.
 func checkRun(exe string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), checkRunTimeout)
+	defer cancel()
 	var out bytes.Buffer
-	cmd := &exec.Cmd{Path: exe, Args: []string{trampolineCheckArg0}, Env: []string{},
-		Stdout: &limitedWriter{w: &out, n: 512}, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Args, cmd.Env = []string{trampolineCheckArg0}, []string{}
+	cmd.Stdout = &limitedWriter{w: &out, n: 512}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("its copy does not run: %w", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(checkRunTimeout):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return errors.New("its check run did not end")
-	}
+	err := cmd.Wait()
 	want := trampolineCheckAnswer() + "\n"
 	switch {
+	case ctx.Err() != nil:
+		return errors.New("its check run did not end")
 	case err != nil:
 		return fmt.Errorf("its check run failed (%v): not a program that hosts the login trampoline", err)
 	case out.String() != want:
