@@ -19,6 +19,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/witness/audit"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
@@ -59,6 +60,12 @@ func runServe(args []string) int {
 }
 
 func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
+	// Here, not in prepareProcess: the examiner's subcommands start no
+	// session and may be given a descriptor to read (verify --key
+	// /dev/fd/63). login.KeepInheritedFDsFromSessions says why serve must.
+	if err := login.KeepInheritedFDsFromSessions(log); err != nil {
+		return err
+	}
 	if err := checkServeFolders(cfg); err != nil {
 		return err
 	}

@@ -145,6 +145,11 @@ func run(args []string, lookup cliconfig.Lookup, stdout, stderr io.Writer) int {
 	}
 	// Structured logs only: never argv, env values, commands or terminal bytes.
 	log := cliconfig.NewLogger(stderr, cfg.logFormat, cfg.logLevel)
+	// Before any session starts (login.KeepInheritedFDsFromSessions says why).
+	if err := login.KeepInheritedFDsFromSessions(log); err != nil {
+		log.Error("start failed", "err", err.Error())
+		return exitFailure
+	}
 	srv, err := agentd.NewAgentServer(agentd.AgentConfig{
 		Users:                         cfg.users,
 		AllowRoot:                     cfg.allowRoot,

@@ -1,0 +1,82 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// starterFD is the descriptor the test's starter leaves open across exec.
+const starterFD = 7
+
+// TestSessionsGetNoDescriptorOfTheStarter starts each program that starts
+// sessions (serve with the local adapter; the launch agent) the way a
+// careless supervisor might: from a shell script that leaves a root-only
+// file open across exec as descriptor 7. The program itself holds it (the
+// control: without login.KeepInheritedFDsFromSessions the session's shell
+// got it and could read the file through it), says so in its log, and no
+// session's shell has it.
+func TestSessionsGetNoDescriptorOfTheStarter(t *testing.T) {
+	bin, agentBin := buildForLiveTest(t), buildAgent(t)
+	secret := filepath.Join(t.TempDir(), "starter-secret")
+	if err := os.WriteFile(secret, []byte("only the starter reads this\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// starter returns a script that opens secret as descriptor 7 (sh's
+	// `exec 7<` leaves it open across exec) and execs program: the
+	// program keeps the script's pid.
+	starter := func(t *testing.T, program string) string {
+		script := filepath.Join(t.TempDir(), "starter")
+		if strings.Contains(secret+program, "'") {
+			t.Fatalf("paths %q and %q cannot be single-quoted for sh", secret, program)
+		}
+		text := fmt.Sprintf("#!/bin/sh\nexec %d<'%s'\nexec '%s' \"$@\"\n", starterFD, secret, program)
+		if err := os.WriteFile(script, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return script
+	}
+	check := func(t *testing.T, program string, pid int, logs func() string, sshArgs []string) {
+		t.Helper()
+		if got, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, starterFD)); got != secret {
+			t.Fatalf("%s does not hold the starter's descriptor %d (%q): the test cannot show a leak", program, starterFD, got)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		args := append(sshArgs, "-o", "BatchMode=yes", `for f in /proc/$$/fd/*; do echo "${f##*/} $(readlink "$f")"; done; echo LISTED`)
+		out, err := exec.CommandContext(ctx, "ssh", args...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "LISTED") {
+			t.Fatalf("session failed: %v\n%s\nlogs:\n%s", err, out, logs())
+		}
+		if strings.Contains(string(out), secret) {
+			t.Errorf("the session's shell has the starter's descriptor:\n%s", out)
+		}
+		// Text (fds=[7 10]) or JSON ("fds":[7,10]) logs.
+		logged := regexp.MustCompile(`kept from sessions.*fds"?[=:]"?\[([0-9 ,]*)\]`).FindStringSubmatch(logs())
+		if logged == nil || !slices.Contains(strings.FieldsFunc(logged[1], func(r rune) bool { return r == ' ' || r == ',' }), strconv.Itoa(starterFD)) {
+			t.Errorf("%s's log does not name descriptor %d as kept from sessions:\n%s", program, starterFD, logs())
+		}
+	}
+
+	t.Run("local", func(t *testing.T) {
+		work := t.TempDir()
+		srv, sshArgs, logs := startServe(t, starter(t, bin), work)
+		check(t, "aptl-kali-capture", srv.Process.Pid, logs.String, sshArgs)
+	})
+	t.Run("agent", func(t *testing.T) {
+		socket := fmt.Sprintf("@aptl-test-fds-%d", time.Now().UnixNano())
+		agent := startAgent(t, socket, append([]string{starter(t, agentBin), "-socket", socket, "-insecure-allow-same-pidns"}, testAgentUserFlags(t)...)...)
+		work := t.TempDir()
+		_, sshArgs, _ := startServe(t, bin, work, "--launch", "agent", "--agent-socket", socket,
+			"--insecure-agent-same-pidns", "--agent-uid", strconv.Itoa(os.Geteuid()))
+		check(t, "aptl-launch-agent", agent.cmd.Process.Pid, agent.logs.String, sshArgs)
+	})
+}
