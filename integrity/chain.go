@@ -8,7 +8,6 @@ package integrity
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"hash"
 	"io"
@@ -73,9 +72,14 @@ type Writer struct {
 	now        func() time.Time
 	seq        uint64
 	prev       string
-	pending    *Data     // data not yet written as a record
+	pending    *Data     // data not yet written as a record: nil, or &pendingData
 	pendingSum hash.Hash // running SHA-256 of pending's bytes
-	err        error     // first write error; sticky
+	// Reused from record to record, so that recording a data record
+	// allocates nothing but its hash's hex (encode.go says why it matters).
+	pendingData   Data
+	pendingDigest [sha256.Size]byte
+	line          []byte
+	err           error // first write error; sticky
 }
 
 // NewWriter starts a chain for a session. signer signs checkpoints; it is
@@ -116,7 +120,12 @@ func (c *Writer) Data(stream string, off int64, p []byte) error {
 		}
 	}
 	if c.pending == nil {
-		c.pending, c.pendingSum = &Data{Stream: stream, Off: off}, sha256.New()
+		c.pendingData = Data{Stream: stream, Off: off}
+		c.pending = &c.pendingData
+		if c.pendingSum == nil {
+			c.pendingSum = sha256.New()
+		}
+		c.pendingSum.Reset()
 	}
 	c.pending.Len += int64(len(p))
 	c.pendingSum.Write(p)
@@ -152,8 +161,8 @@ func (c *Writer) Flush() error {
 		return c.err
 	}
 	d := c.pending
-	d.SHA256 = hex.EncodeToString(c.pendingSum.Sum(nil))
-	c.pending, c.pendingSum = nil, nil
+	c.pendingSum.Sum(c.pendingDigest[:0])
+	c.pending = nil
 	typ := vocab.TypeData
 	if d.Off < 0 {
 		typ = vocab.TypeGap
@@ -162,7 +171,7 @@ func (c *Writer) Flush() error {
 	if d.Off < 0 {
 		attrs = map[string]string{vocab.AttrReason: vocab.GapSizeLimit, "stored": "false"}
 	}
-	return c.write(Record{Type: typ, Data: d, Attrs: attrs})
+	return c.writeLine(Record{Type: typ, Data: d, Attrs: attrs}, &c.pendingDigest)
 }
 
 // Checkpoint writes a record signing the current head, with attrs (the
@@ -185,22 +194,38 @@ func (c *Writer) Checkpoint(attrs map[string]string) error {
 // Seq returns the number of records written.
 func (c *Writer) Seq() uint64 { return c.seq }
 
-func (c *Writer) write(r Record) error {
+func (c *Writer) write(r Record) error { return c.writeLine(r, nil) }
+
+// writeLine appends r as the next record. dataSum, when not nil, is the
+// digest of r.Data's bytes, which the line carries in hex.
+func (c *Writer) writeLine(r Record, dataSum *[sha256.Size]byte) error {
 	if c.err != nil {
 		return c.err
 	}
 	r.Seq, r.Prev, r.Time = c.seq, c.prev, c.now().UTC()
-	line, err := json.Marshal(r)
-	if err != nil {
-		c.err = fmt.Errorf("integrity: encode: %w", err)
-		return c.err
+	line, encoded := c.line[:0], false
+	if dataSum != nil && len(r.Attrs) == 0 && r.Sig == "" {
+		line, encoded = appendDataLine(line, r.Seq, r.Prev, r.Time, r.Type, r.Data, dataSum)
+	}
+	if !encoded {
+		if dataSum != nil {
+			r.Data.SHA256 = hex.EncodeToString(dataSum[:])
+		}
+		var err error
+		if line, err = marshalRecord(line, r); err != nil {
+			c.err = fmt.Errorf("integrity: encode: %w", err)
+			return c.err
+		}
 	}
 	sum := sha256.Sum256(line)
-	if _, err := c.w.Write(append(line, '\n')); err != nil {
+	line = append(line, '\n')
+	c.line = line
+	if _, err := c.w.Write(line); err != nil {
 		c.err = fmt.Errorf("integrity: write log: %w", err)
 		return c.err
 	}
 	c.seq++
-	c.prev = hex.EncodeToString(sum[:])
+	var prev [2 * sha256.Size]byte
+	c.prev = string(hex.AppendEncode(prev[:0], sum[:]))
 	return nil
 }
