@@ -83,7 +83,9 @@ type Writer struct {
 }
 
 // NewWriter starts a chain for a session. signer signs checkpoints; it is
-// the sidecar's host key, which the workload never sees.
+// the sidecar's host key, which the workload never sees. w must not keep
+// the slices it is given (io.Writer's rule): the Writer reuses the
+// buffer of each line for the next.
 func NewWriter(w io.Writer, runID, sessionID string, signer gossh.Signer, now func() time.Time) *Writer {
 	return &Writer{w: w, run: runID, sess: sessionID, signer: signer, now: now, prev: Seed(runID, sessionID)}
 }

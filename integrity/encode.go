@@ -17,8 +17,8 @@ import (
 // as the rest of recording them: reflection and ten allocations a record.
 // appendDataLine writes their bytes directly into a reused buffer. It
 // handles only the shape it can write exactly as json.Marshal does (no
-// attrs, no signature, strings that JSON writes unescaped, a time whose
-// year MarshalJSON accepts) and says when it cannot; every other record
+// attrs, no signature, strings that JSON writes unescaped, a time
+// MarshalJSON accepts) and says when it cannot; every other record
 // goes through json.Marshal. TestDataLineIsJSONMarshal and
 // FuzzDataLineIsJSONMarshal hold the two to the same bytes.
 
@@ -26,7 +26,7 @@ import (
 // whose data digest is sum, and reports whether it could; when it could
 // not, dst is returned unchanged.
 func appendDataLine(dst []byte, seq uint64, prev string, t time.Time, typ string, d *Data, sum *[32]byte) ([]byte, bool) {
-	if !plainJSON(prev) || !plainJSON(typ) || !plainJSON(d.Stream) || t.Year() < 0 || t.Year() > 9999 {
+	if !plainJSON(prev) || !plainJSON(typ) || !plainJSON(d.Stream) || !marshalableTime(t) {
 		return dst, false
 	}
 	dst = append(dst, `{"seq":`...)
@@ -47,6 +47,14 @@ func appendDataLine(dst []byte, seq uint64, prev string, t time.Time, typ string
 	dst = hex.AppendEncode(dst, sum[:])
 	dst = append(dst, `"}}`...)
 	return dst, true
+}
+
+// marshalableTime reports whether time.Time's MarshalJSON encodes t rather
+// than failing: a year from 0 to 9999 and a zone offset under 24 hours.
+// (The Writer's times are UTC, but the function keeps its promise for any.)
+func marshalableTime(t time.Time) bool {
+	_, offset := t.Zone()
+	return t.Year() >= 0 && t.Year() <= 9999 && offset > -24*60*60 && offset < 24*60*60
 }
 
 // plainJSON reports whether json.Marshal writes s as its bytes between

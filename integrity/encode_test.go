@@ -22,7 +22,7 @@ func checkDataLine(t *testing.T, seq uint64, prev string, when time.Time, typ st
 		if !bytes.Equal(got, prefix) {
 			t.Fatalf("declined, but changed dst to %q", got)
 		}
-		if plainJSON(prev) && plainJSON(typ) && plainJSON(d.Stream) && when.Year() >= 0 && when.Year() <= 9999 {
+		if _, jerr := when.MarshalJSON(); plainJSON(prev) && plainJSON(typ) && plainJSON(d.Stream) && jerr == nil {
 			t.Fatalf("declined a record it can write: prev %q type %q stream %q time %v", prev, typ, d.Stream, when)
 		}
 		return
@@ -54,6 +54,10 @@ func TestDataLineIsJSONMarshal(t *testing.T) {
 		}
 	}
 	checkDataLine(t, 0, prev, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), "data", Data{Stream: "o"}, sum)
+	checkDataLine(t, 0, prev, time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), "data", Data{Stream: "o"}, sum)
+	for _, offset := range []int{24 * 3600, -24 * 3600, 24*3600 - 60, -(24*3600 - 60)} {
+		checkDataLine(t, 0, prev, time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", offset)), "data", Data{Stream: "o"}, sum)
+	}
 	for _, odd := range []string{"a<b", "a\"b", "a\\b", "\x1f", "é", "a&b", "\u2028"} {
 		checkDataLine(t, 1, odd, times[0], "data", Data{Stream: "o"}, sum)
 		checkDataLine(t, 1, prev, times[0], odd, Data{Stream: "o"}, sum)
@@ -61,11 +65,14 @@ func TestDataLineIsJSONMarshal(t *testing.T) {
 	}
 }
 
-// FuzzDataLineIsJSONMarshal: the same for any record of the shape.
+// FuzzDataLineIsJSONMarshal: the same for any record of the shape, at any
+// time and zone offset.
 func FuzzDataLineIsJSONMarshal(f *testing.F) {
-	f.Add(uint64(3), Seed("r", "s"), int64(1764597600123456789), "data", "o", int64(0), int64(11), []byte("x"))
-	f.Add(uint64(0), "<&>", int64(-62135596800000000000/1000), "gap", "\xff", int64(-1), int64(-5), []byte{})
-	f.Fuzz(func(t *testing.T, seq uint64, prev string, nanos int64, typ, stream string, off, n int64, content []byte) {
-		checkDataLine(t, seq, prev, time.Unix(0, nanos).UTC(), typ, Data{Stream: stream, Off: off, Len: n}, sha256.Sum256(content))
+	f.Add(uint64(3), Seed("r", "s"), int64(1764597600), int64(123456789), int32(0), "data", "o", int64(0), int64(11), []byte("x"))
+	f.Add(uint64(0), "<&>", int64(-62135596800), int64(0), int32(86400), "gap", "\xff", int64(-1), int64(-5), []byte{})
+	f.Add(uint64(9), "ab", int64(253402300799), int64(999999999), int32(-3600), "data", "i", int64(7), int64(1), []byte("y"))
+	f.Fuzz(func(t *testing.T, seq uint64, prev string, sec, nsec int64, offset int32, typ, stream string, off, n int64, content []byte) {
+		when := time.Unix(sec, nsec).In(time.FixedZone("", int(offset)))
+		checkDataLine(t, seq, prev, when, typ, Data{Stream: stream, Off: off, Len: n}, sha256.Sum256(content))
 	})
 }

@@ -3,6 +3,7 @@ package login
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -23,7 +24,14 @@ import (
 // could read a root-only file through it. sshd closes all of them at start
 // for the same reason (closefrom in its main). They are marked, not
 // closed, so a flag naming one (--authorized-keys /dev/fd/63, from a
-// shell's process substitution) still reads it.
+// shell's process substitution) still reads it. Where /proc/self/fd cannot
+// be read, close_range(2) marks them all without naming them; only where
+// neither works does the program refuse to start.
+//
+// Descriptors opened after this stay out of sessions by the same flag:
+// Go's os and net packages set it, as does every raw open, socket and
+// memfd call in this repository (and the agent receives descriptors with
+// MSG_CMSG_CLOEXEC).
 //
 // WARNING: without this, `ls -l /proc/$$/fd` in a session lists what the
 // server's starter left open. Re-verify with:
@@ -32,7 +40,14 @@ import (
 func KeepInheritedFDsFromSessions(log *slog.Logger) error {
 	fds, err := markInheritedCloseOnExec()
 	if err != nil {
-		return err
+		// Without /proc nothing lists them, and close_range(2) (Linux 5.11)
+		// marks every descriptor above stderr at once: Go's own have the
+		// flag already.
+		if cerr := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); cerr != nil {
+			return fmt.Errorf("%w; close_range: %w", err, cerr)
+		}
+		log.Info("descriptors inherited from the starter are kept from sessions (close-on-exec), all above stderr without listing them", "reason", err.Error())
+		return nil
 	}
 	if len(fds) > 0 {
 		log.Info("descriptors inherited from the starter are kept from sessions (close-on-exec)", "fds", fds)
@@ -40,10 +55,14 @@ func KeepInheritedFDsFromSessions(log *slog.Logger) error {
 	return nil
 }
 
+// procSelfFD lists this process's descriptors; a test points it elsewhere
+// to take the close_range path.
+var procSelfFD = "/proc/self/fd"
+
 // markInheritedCloseOnExec does it and returns the descriptors it marked,
 // lowest first.
 func markInheritedCloseOnExec() ([]int, error) {
-	dir, err := os.Open("/proc/self/fd")
+	dir, err := os.Open(procSelfFD)
 	if err != nil {
 		return nil, fmt.Errorf("list inherited descriptors: %w", err)
 	}

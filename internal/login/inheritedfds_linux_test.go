@@ -1,8 +1,11 @@
 package login
 
 import (
+	"bytes"
+	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -47,5 +50,30 @@ func TestKeepInheritedFDsFromSessions(t *testing.T) {
 	}
 	if again, err := markInheritedCloseOnExec(); err != nil || len(again) != 0 {
 		t.Errorf("second call marked %v (%v); want nothing left to mark", again, err)
+	}
+}
+
+// TestKeepInheritedFDsFromSessionsWithoutProc: where /proc/self/fd cannot
+// be read, every descriptor above stderr is marked with close_range(2),
+// and the log says they were not listed.
+func TestKeepInheritedFDsFromSessionsWithoutProc(t *testing.T) {
+	fd, err := unix.Open(filepath.Join(t.TempDir(), "secret"), unix.O_RDWR|unix.O_CREAT, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	saved := procSelfFD
+	procSelfFD = filepath.Join(t.TempDir(), "no-proc")
+	defer func() { procSelfFD = saved }()
+
+	var logs bytes.Buffer
+	if err := KeepInheritedFDsFromSessions(slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+		t.Errorf("descriptor %d after the call: flags %#x, %v; want FD_CLOEXEC", fd, flags, err)
+	}
+	if !strings.Contains(logs.String(), "without listing them") || !strings.Contains(logs.String(), "no-proc") {
+		t.Errorf("the log does not say the descriptors were marked without a listing, and why:\n%s", logs.String())
 	}
 }
