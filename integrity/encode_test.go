@@ -55,6 +55,7 @@ func TestDataLineIsJSONMarshal(t *testing.T) {
 	}
 	checkDataLine(t, 0, prev, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), "data", Data{Stream: "o"}, sum)
 	checkDataLine(t, 0, prev, time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), "data", Data{Stream: "o"}, sum)
+	checkDataLine(t, 0, prev, time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), "data", Data{Stream: "o"}, sum)
 	for _, offset := range []int{24 * 3600, -24 * 3600, 24*3600 - 60, -(24*3600 - 60)} {
 		checkDataLine(t, 0, prev, time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", offset)), "data", Data{Stream: "o"}, sum)
 	}
