@@ -23,7 +23,8 @@ const starterFD = 7
 // file open across exec as descriptor 7. The program itself holds it (the
 // control: without login.KeepInheritedFDsFromSessions the session's shell
 // got it and could read the file through it), says so in its log, and no
-// session's shell has it.
+// session's shell, with a terminal or without, has it, nor any descriptor
+// but its stdin, stdout and stderr.
 func TestSessionsGetNoDescriptorOfTheStarter(t *testing.T) {
 	bin, agentBin := buildForLiveTest(t), buildAgent(t)
 	secret := filepath.Join(t.TempDir(), "starter-secret")
@@ -55,15 +56,10 @@ func TestSessionsGetNoDescriptorOfTheStarter(t *testing.T) {
 		if got, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, starterFD)); got != resolved {
 			t.Fatalf("%s does not hold the starter's descriptor %d (%q): the test cannot show a leak", program, starterFD, got)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		args := append(sshArgs, "-o", "BatchMode=yes", `for f in /proc/$$/fd/*; do echo "${f##*/} $(readlink "$f")"; done; echo LISTED`)
-		out, err := exec.CommandContext(ctx, "ssh", args...).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "LISTED") {
-			t.Fatalf("session failed: %v\n%s\nlogs:\n%s", err, out, logs())
-		}
-		if strings.Contains(string(out), resolved) {
-			t.Errorf("the session's shell has the starter's descriptor:\n%s", out)
+		// Both kinds of session: pipes, and a terminal (-tt: pty-req, then
+		// exec).
+		for _, mode := range []string{"-T", "-tt"} {
+			sessionFDs(t, append([]string{mode, "-o", "BatchMode=yes"}, sshArgs...), mode == "-tt", resolved, logs)
 		}
 		// Text (fds=[7 10]) or JSON ("fds":[7,10]) logs.
 		logged := regexp.MustCompile(`kept from sessions.*fds"?[=:]"?\[([0-9 ,]*)\]`).FindStringSubmatch(logs())
@@ -85,4 +81,36 @@ func TestSessionsGetNoDescriptorOfTheStarter(t *testing.T) {
 			"--insecure-agent-same-pidns", "--agent-uid", strconv.Itoa(os.Geteuid()))
 		check(t, "aptl-launch-agent", agent.cmd.Process.Pid, agent.logs.String, sshArgs)
 	})
+}
+
+// sessionFDs runs a session with ssh's args (a terminal or not, as tty
+// says) that lists its shell's descriptors, and requires exactly stdin, stdout and stderr, none of them
+// the file at secret: neither what the program's starter left open nor
+// one the program opened itself (its listener, record files, the
+// trampoline's memory file, another session's terminal).
+func sessionFDs(t *testing.T, args []string, tty bool, secret string, logs func() string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// ls, a child, lists the shell's descriptors: a glob in the shell
+	// itself would list the descriptor it reads the folder with.
+	out, err := exec.CommandContext(ctx, "ssh", append(args, `ls -l /proc/$$/fd; echo LISTED`)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "LISTED") {
+		t.Fatalf("session (%s) failed: %v\n%s\nlogs:\n%s", args[0], err, out, logs())
+	}
+	if strings.Contains(string(out), secret) {
+		t.Errorf("the session's (%s) shell has the starter's descriptor:\n%s", args[0], out)
+	}
+	var fds []string // "lr-x------ 1 root root 64 Dec  1 15:18 0 -> pipe:[1403299]"
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[len(f)-2] == "->" {
+			fds = append(fds, f[len(f)-3])
+		}
+	}
+	if !slices.Equal(fds, []string{"0", "1", "2"}) {
+		t.Errorf("the session's (%s) shell holds descriptors %v, want only 0, 1 and 2:\n%s", args[0], fds, out)
+	}
+	if got := strings.Contains(string(out), " -> /dev/pts/"); got != tty {
+		t.Errorf("the session's (%s) shell has a terminal: %v, want %v:\n%s", args[0], got, tty, out)
+	}
 }
