@@ -31,12 +31,7 @@ func serveWithAudit(t *testing.T, wrap ...string) (work string, ready map[string
 		t.Fatal(err)
 	}
 	if len(wrap) > 0 {
-		script := filepath.Join(work, "wrapped-serve")
-		body := "#!/bin/sh\nexec " + strings.Join(wrap, " ") + " " + bin + ` "$@"` + "\n"
-		if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		bin = script
+		bin = execScript(t, filepath.Join(work, "wrapped-serve"), "", append(wrap, bin)...)
 	}
 	readyFile := filepath.Join(work, "ready")
 	srv, args, logs := startServe(t, bin, work, "--ready-file", readyFile, "--classes", "pty,audit", "--audit-rules", rules)

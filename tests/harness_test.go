@@ -205,6 +205,26 @@ func (h *harness) waitIdle(tb testing.TB) {
 	waitFor(tb, 15*time.Second, "all sessions finalized", func() bool { return h.srv.ActiveSessions() == 0 })
 }
 
+// execScript writes an sh script at path that runs prelude (sh lines, or
+// nothing), then execs argv with the script's own arguments after it, so
+// the program keeps the script's pid, and returns path. Each word of argv
+// is single-quoted; a test whose paths hold a quote skips.
+func execScript(t *testing.T, path, prelude string, argv ...string) string {
+	t.Helper()
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		if strings.Contains(a, "'") {
+			t.Skipf("%q cannot be single-quoted for sh", a)
+		}
+		quoted[i] = "'" + a + "'"
+	}
+	body := "#!/bin/sh\n" + prelude + "exec " + strings.Join(quoted, " ") + ` "$@"` + "\n"
+	if err := os.WriteFile(path, []byte(body), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // waitFor polls cond until it holds or the timeout passes. It is for
 // conditions with no event to wait on (another process's state).
 func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {

@@ -41,15 +41,10 @@ func TestSessionsGetNoDescriptorOfTheStarter(t *testing.T) {
 	// `exec 7<` leaves it open across exec) and execs program: the
 	// program keeps the script's pid.
 	starter := func(t *testing.T, program string) string {
-		script := filepath.Join(t.TempDir(), "starter")
-		if strings.Contains(secret+program, "'") {
-			t.Skipf("paths %q and %q cannot be single-quoted for sh", secret, program)
+		if strings.Contains(secret, "'") {
+			t.Skipf("%q cannot be single-quoted for sh", secret)
 		}
-		text := fmt.Sprintf("#!/bin/sh\nexec %d<'%s'\nexec '%s' \"$@\"\n", starterFD, secret, program)
-		if err := os.WriteFile(script, []byte(text), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return script
+		return execScript(t, filepath.Join(t.TempDir(), "starter"), fmt.Sprintf("exec %d<'%s'\n", starterFD, secret), program)
 	}
 	check := func(t *testing.T, program string, pid int, logs func() string, sshArgs []string) {
 		t.Helper()
