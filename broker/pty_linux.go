@@ -3,7 +3,6 @@ package broker
 import (
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -37,7 +36,7 @@ func (r *run) openEnds(spec *launch.Spec) ([]*os.File, error) {
 // modes and size are applied to the slave before anything runs on it. It
 // returns the slave; the master stays in r.
 func (r *run) openPTY(req *ptyRequest) (slaves []*os.File, err error) {
-	master, slave, err := openPollablePTY()
+	master, slave, err := allocatePTY()
 	if err != nil {
 		return nil, err
 	}
@@ -58,13 +57,11 @@ func (r *run) openPTY(req *ptyRequest) (slaves []*os.File, err error) {
 	return []*os.File{slave}, nil
 }
 
-// openPollablePTY allocates a pair with creack/pty and returns the master
-// registered with the runtime poller. pty.Open calls Fd() on the master,
-// which switches it to blocking mode for good; a blocked read(2) then ignores
-// read deadlines, and the drain after the shell's exit could wait forever on
-// a background job that keeps the slave open. A duplicate of the fd, set
-// non-blocking and wrapped by os.NewFile, is pollable again.
-func openPollablePTY() (master, slave *os.File, err error) {
+// allocatePTY allocates a pair with creack/pty and returns the master as a
+// ptyMaster. pty.Open calls Fd() on its master, which switches it to
+// blocking mode for good and makes it unusable with deadlines; a duplicate
+// of its descriptor becomes the ptyMaster, which sets it non-blocking.
+func allocatePTY() (master *ptyMaster, slave *os.File, err error) {
 	m, slave, err := pty.Open()
 	if err != nil {
 		return nil, nil, fmt.Errorf("pty.Open: %w", err)
@@ -79,16 +76,8 @@ func openPollablePTY() (master, slave *os.File, err error) {
 	if err != nil {
 		return nil, nil, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, nil, os.NewSyscallError("set nonblock", err)
-	}
-	master = os.NewFile(uintptr(fd), m.Name())
-	// Deadlines are how every wait on the master is bounded; refuse a master
-	// that does not support them rather than discover it at the drain.
-	if err := master.SetReadDeadline(time.Time{}); err != nil {
-		master.Close()
-		return nil, nil, fmt.Errorf("pty master is not pollable: %w", err)
+	if master, err = newPTYMaster(fd, m.Name()); err != nil {
+		return nil, nil, err
 	}
 	return master, slave, nil
 }
@@ -119,10 +108,10 @@ func (r *run) openPipes() (childEnds []*os.File, err error) {
 	return childEnds, nil
 }
 
-// setWindow sets the terminal size through the master. It goes through
-// SyscallConn, not Fd(): Fd() would switch the master to blocking mode,
-// after which reads ignore deadlines and readBatch would block.
-func setWindow(master *os.File, w window) error {
+// setWindow sets the terminal size through the master. The ioctl runs in a
+// RawConn callback, which holds the master's descriptor, so a concurrent
+// close cannot hand its number to another file under it.
+func setWindow(master *ptyMaster, w window) error {
 	rc, err := master.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("set window size: %w", err)

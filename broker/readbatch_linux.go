@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,7 +64,7 @@ func putBatch(b *[]byte) {
 	smallBatches.Put(b)
 }
 
-// readBatch reads from f whatever the kernel has ready, up to a batch,
+// readBatch reads from src whatever the kernel has ready, up to a batch,
 // blocking (through the runtime poller, so deadlines apply) only until the
 // first byte. A PTY master returns at most one tty buffer (about 4 KiB) per
 // read; taking everything already queued in one call means one record write
@@ -76,8 +77,8 @@ func putBatch(b *[]byte) {
 // began, so the read waited for the first byte.
 //
 // large asks for a large batch (the stream is in bulk, see getBatch).
-func readBatch(f *os.File, large bool) (batch *[]byte, n int, waited bool, _ error) {
-	rc, err := f.SyscallConn()
+func readBatch(src syscall.Conn, large bool) (batch *[]byte, n int, waited bool, _ error) {
+	rc, err := src.SyscallConn()
 	if err != nil {
 		return nil, 0, false, err
 	}

@@ -58,7 +58,7 @@ type run struct {
 
 	// master is the PTY master (PTY sessions); stdin is the pipe write end
 	// (sessions without a PTY). Exactly one is set.
-	master *os.File
+	master *ptyMaster
 	stdin  *os.File
 	// outputs are the ends the copiers read: the master, or stdout+stderr.
 	outputs   []*output
@@ -84,7 +84,7 @@ type run struct {
 // output is one stream the copiers move: its source, where it goes, and
 // how the recorder accounts for it.
 type output struct {
-	src    *os.File
+	src    outputSource
 	dst    io.Writer
 	stderr bool // a pipe session's stderr: its own stream in the integrity log
 	// delivered counts the bytes the client's channel accepted.
@@ -92,6 +92,14 @@ type output struct {
 	// undeliverable is set by a delivery whose channel write failed; the
 	// next delivery starts only after it ended, and then skips the write.
 	undeliverable bool
+}
+
+// outputSource is an output stream's read end: a pipe's (*os.File) or the
+// PTY master (*ptyMaster). readBatch reads it through its RawConn.
+type outputSource interface {
+	syscall.Conn
+	SetReadDeadline(time.Time) error
+	Close() error
 }
 
 func (o *output) record(rec *recorder.Session, p []byte) error {
@@ -417,7 +425,7 @@ func (r *run) deliver(o *output, batch *[]byte, n int, done chan<- struct{}) {
 // copyInput records the client's bytes before writing them to the master or
 // the stdin pipe. Bytes are recorded even if the write then fails: they
 // were sent, and the record says what the session was offered.
-func (r *run) copyInput(dst *os.File, closeOnEOF bool) {
+func (r *run) copyInput(dst io.WriteCloser, closeOnEOF bool) {
 	defer recoverSession(r.log)
 	quiet := make([]byte, quietInputSize)
 	var batch *[]byte // a pooled batch while the client sends in bulk
@@ -609,9 +617,14 @@ func (r *run) closeEnds() {
 	r.mu.Lock()
 	r.masterClosed = true
 	r.mu.Unlock()
-	closeAll([]*os.File{r.master, r.stdin})
+	if r.master != nil {
+		r.master.Close()
+	}
+	if r.stdin != nil {
+		r.stdin.Close()
+	}
 	for _, o := range r.outputs {
-		if o.src != r.master {
+		if o.src != outputSource(r.master) {
 			o.src.Close()
 		}
 	}

@@ -1,0 +1,208 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// newRawPTY allocates a pair as sessions do and puts the slave in raw mode,
+// so that bytes pass unchanged and nothing is echoed back to the master.
+func newRawPTY(t *testing.T) (*ptyMaster, *os.File) {
+	t.Helper()
+	master, slave, err := allocatePTY()
+	if err != nil {
+		t.Fatalf("allocatePTY: %v", err)
+	}
+	t.Cleanup(func() { master.Close(); slave.Close() })
+	tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatalf("TCGETS: %v", err)
+	}
+	tio.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	tio.Oflag &^= unix.OPOST
+	tio.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	tio.Cc[unix.VMIN], tio.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, tio); err != nil {
+		t.Fatalf("TCSETS: %v", err)
+	}
+	return master, slave
+}
+
+// masterFD returns the master's descriptor number (for reading the epoll
+// sets of this process, not for I/O).
+func masterFD(t *testing.T, m *ptyMaster) int {
+	t.Helper()
+	fd := -1
+	if err := m.fileConn.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
+// outputWatchers lists the epoll sets of this process that watch fd for
+// output readiness (EPOLLOUT), by their descriptors, from /proc/self/fdinfo:
+// the runtime poller's own set included, which is what the master must stay
+// out of.
+func outputWatchers(t *testing.T, fd int) []string {
+	t.Helper()
+	infos, err := filepath.Glob("/proc/self/fdinfo/*")
+	if err != nil || len(infos) == 0 {
+		t.Skipf("no /proc/self/fdinfo to read epoll sets from (%v)", err)
+	}
+	var sets []string
+	for _, info := range infos {
+		text, err := os.ReadFile(info)
+		if err != nil {
+			continue // a descriptor closed while listing
+		}
+		for _, line := range strings.Split(string(text), "\n") {
+			// "tfd:        9 events:       19 data: ..."
+			f := strings.Fields(line)
+			if len(f) < 4 || f[0] != "tfd:" || f[1] != strconv.Itoa(fd) || f[2] != "events:" {
+				continue
+			}
+			events, err := strconv.ParseUint(f[3], 16, 32)
+			if err != nil {
+				t.Fatalf("%s: events %q: %v", info, f[3], err)
+			}
+			if events&unix.EPOLLOUT != 0 {
+				sets = append(sets, filepath.Base(info))
+			}
+		}
+	}
+	return sets
+}
+
+// The shell's reads of the slave make the master writable, byte after byte
+// of a typed line; no epoll set of this process, the runtime poller's
+// included, may be watching for that, or each byte wakes a thread.
+func TestMasterIsWatchedForOutputReadinessOnlyWhileAWriteWaits(t *testing.T) {
+	master, slave := newRawPTY(t)
+	fd := masterFD(t, master)
+	if sets := outputWatchers(t, fd); len(sets) != 0 {
+		t.Fatalf("the idle master (fd %d) is watched for output readiness by epoll sets %v", fd, sets)
+	}
+	// Exercise both directions, then look again.
+	if _, err := master.Write([]byte("ls\n")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 3)
+	if _, err := io.ReadFull(slave, got); err != nil || string(got) != "ls\n" {
+		t.Fatalf("slave read %q, %v", got, err)
+	}
+	if _, err := slave.Write([]byte("out")); err != nil {
+		t.Fatal(err)
+	}
+	if b, n, _, err := readBatch(master, false); err != nil || string((*b)[:n]) != "out" {
+		t.Fatalf("readBatch: %v", err)
+	} else {
+		putBatch(b)
+	}
+	if sets := outputWatchers(t, fd); len(sets) != 0 {
+		t.Fatalf("after a write and a read, the master (fd %d) is watched for output readiness by epoll sets %v", fd, sets)
+	}
+
+	// A write that finds the input queue full waits, watching for output
+	// readiness while it waits and no longer once it is done.
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: far past the queue
+	written := make(chan error, 1)
+	go func() {
+		n, err := master.Write(payload)
+		if err == nil && n != len(payload) {
+			err = errors.New("short write " + strconv.Itoa(n))
+		}
+		written <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(outputWatchers(t, fd)) == 0 {
+		select {
+		case err := <-written:
+			t.Fatalf("a 1 MiB write into a terminal nobody reads returned (%v) instead of waiting", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting write never watched the master for output readiness")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	received := make([]byte, len(payload))
+	if _, err := io.ReadFull(slave, received); err != nil {
+		t.Fatalf("reading the payload from the slave: %v", err)
+	}
+	if err := <-written; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if !bytes.Equal(received, payload) {
+		t.Fatal("the slave received other bytes than the master was given")
+	}
+	if sets := outputWatchers(t, fd); len(sets) != 0 {
+		t.Fatalf("after the waiting write, the master (fd %d) is still watched for output readiness by %v", fd, sets)
+	}
+}
+
+// Reads end with what was queued, then with the hang-up once no slave is
+// open; a read deadline ends a wait; Close ends a waiting read and a
+// waiting write, and later calls fail instead of touching the descriptor.
+func TestMasterEndsOfReadsAndWrites(t *testing.T) {
+	t.Run("hang-up after the queued output", func(t *testing.T) {
+		master, slave := newRawPTY(t)
+		slave.Write([]byte("last words"))
+		slave.Close()
+		b, n, waited, err := readBatch(master, false)
+		if err != nil || string((*b)[:n]) != "last words" || waited {
+			t.Fatalf("first read: n=%d waited=%v err=%v", n, waited, err)
+		}
+		putBatch(b)
+		if _, _, _, err := readBatch(master, false); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("read after the slave closed: %v, want EIO", err)
+		}
+	})
+	t.Run("read deadline", func(t *testing.T) {
+		master, _ := newRawPTY(t)
+		master.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, _, waited, err := readBatch(master, false); !errors.Is(err, os.ErrDeadlineExceeded) || !waited {
+			t.Fatalf("read with a deadline on an idle terminal: waited=%v err=%v, want a deadline error after waiting", waited, err)
+		}
+	})
+	t.Run("close", func(t *testing.T) {
+		master, _ := newRawPTY(t)
+		readDone, writeDone := make(chan error, 1), make(chan error, 1)
+		go func() { _, _, _, err := readBatch(master, false); readDone <- err }()
+		go func() { _, err := master.Write(make([]byte, 1<<20)); writeDone <- err }()
+		fd := masterFD(t, master)
+		for deadline := time.Now().Add(10 * time.Second); len(outputWatchers(t, fd)) == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the write never waited")
+			}
+		}
+		if err := master.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		for name, done := range map[string]chan error{"read": readDone, "write": writeDone} {
+			select {
+			case err := <-done:
+				if !errors.Is(err, os.ErrClosed) {
+					t.Errorf("waiting %s ended with %v, want os.ErrClosed", name, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("a waiting %s did not end within 10 s of Close", name)
+			}
+		}
+		if _, err := master.Write([]byte("x")); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("write after Close: %v, want os.ErrClosed", err)
+		}
+		if err := setWindow(master, window{rows: 24, cols: 80}); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("resize after Close: %v, want os.ErrClosed", err)
+		}
+	})
+}
