@@ -48,8 +48,8 @@ type ptyMaster struct {
 // newPTYMaster takes ownership of fd, a PTY master in blocking mode (so that
 // os.NewFile leaves it out of the runtime poller), and switches it to
 // non-blocking for the reads and writes below.
-func newPTYMaster(fd int, name string) (m *ptyMaster, err error) {
-	m = &ptyMaster{file: os.NewFile(uintptr(fd), name)}
+func newPTYMaster(fd int, name string) (_ *ptyMaster, err error) {
+	m := &ptyMaster{file: os.NewFile(uintptr(fd), name)}
 	defer func() {
 		if err != nil {
 			m.Close()
@@ -233,6 +233,12 @@ func (m *ptyMaster) waitWritable() error {
 			if err != nil {
 				ctlErr = os.NewSyscallError("epoll_wait", err)
 				return true
+			}
+			// With no slave open the master reports EPOLLHUP for good,
+			// while its writes fill the slave's queue and then fail with
+			// EAGAIN, not EIO: end the write as a read ends, with EIO.
+			if n > 0 && ready[0].Events&unix.EPOLLOUT == 0 && ready[0].Events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				ctlErr = unix.EIO
 			}
 			return n > 0
 		})

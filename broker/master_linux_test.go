@@ -206,3 +206,87 @@ func TestMasterEndsOfReadsAndWrites(t *testing.T) {
 		}
 	})
 }
+
+// A read that waits on the input set is woken by output the shell writes
+// later, and by the hang-up when the last slave closes.
+func TestMasterWaitingReadIsWoken(t *testing.T) {
+	master, slave := newRawPTY(t)
+	type result struct {
+		got    string
+		waited bool
+		err    error
+	}
+	results := make(chan result, 1)
+	read := func() {
+		b, n, waited, err := readBatch(master, false)
+		r := result{waited: waited, err: err}
+		if n > 0 {
+			r.got = string((*b)[:n])
+			putBatch(b)
+		}
+		results <- r
+	}
+	next := func(what string) result {
+		t.Helper()
+		select {
+		case r := <-results:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a waiting read was not woken by %s", what)
+			return result{}
+		}
+	}
+	go read()
+	time.Sleep(50 * time.Millisecond) // let it wait; if it has not yet, it reads without waiting
+	if _, err := slave.Write([]byte("out")); err != nil {
+		t.Fatal(err)
+	}
+	if r := next("output"); r.got != "out" || r.err != nil {
+		t.Fatalf("read %q, %v", r.got, r.err)
+	}
+	go read()
+	time.Sleep(50 * time.Millisecond)
+	slave.Close()
+	if r := next("the hang-up"); !errors.Is(r.err, syscall.EIO) {
+		t.Fatalf("read after the slave closed: %v, want EIO", r.err)
+	}
+}
+
+// Once no slave is open, the master's writes fill the slave's queue and
+// then fail with EAGAIN (not EIO) while epoll reports EPOLLHUP for good: a
+// write waiting then must end with EIO, not retry in a loop.
+func TestMasterWaitingWriteEndsAtHangUp(t *testing.T) {
+	master, slave := newRawPTY(t)
+	written := make(chan error, 1)
+	go func() { _, err := master.Write(make([]byte, 1<<20)); written <- err }()
+	time.Sleep(50 * time.Millisecond)
+	slave.Close()
+	select {
+	case err := <-written:
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("write after the slave closed: %v, want EIO", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write waiting on a hung-up terminal did not end (it retries in a loop)")
+	}
+}
+
+// newPTYMaster's failures are errors, with the descriptor closed.
+func TestNewPTYMasterFailure(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "regular"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// epoll refuses a regular file (EPERM).
+	if m, err := newPTYMaster(fd, "regular"); err == nil || m != nil {
+		t.Fatalf("newPTYMaster of a regular file: %v, %v; want an error", m, err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Errorf("the descriptor is still open after the failure (F_GETFD: %v)", err)
+	}
+}

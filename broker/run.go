@@ -385,7 +385,7 @@ func (r *run) copyOutput(o *output) {
 				return
 			}
 			// Both kinds of source are pollable by construction
-			// (openPollablePTY, os.Pipe), so this cannot fail.
+			// (newEpollSet, os.Pipe), so this cannot fail.
 			o.src.SetReadDeadline(time.Now().Add(min(drainIdle, left)))
 		}
 	}
