@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -36,7 +37,7 @@ import (
 // a write or an ioctl reach a reused descriptor number.
 type ptyMaster struct {
 	file     *os.File // the master: O_NONBLOCK, not in the runtime poller
-	readable *os.File // epoll set: the master for EPOLLIN|EPOLLRDHUP
+	readable *os.File // epoll set: the master for EPOLLIN
 	writable *os.File // epoll set: the master for EPOLLOUT while a write waits
 
 	fileConn, readableConn, writableConn syscall.RawConn
@@ -75,7 +76,9 @@ func newPTYMaster(fd int, name string) (_ *ptyMaster, err error) {
 	}
 	var ctlErr error
 	err = m.readableConn.Control(func(set uintptr) {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}
+		// A hang-up (no slave open) comes as EPOLLHUP, which epoll
+		// reports whatever the mask.
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
 		ctlErr = unix.EpollCtl(int(set), unix.EPOLL_CTL_ADD, fd, &ev)
 	})
 	if err != nil {
@@ -127,6 +130,10 @@ func (m *ptyMaster) Write(p []byte) (int, error) {
 				written += n
 			}
 			switch {
+			case n == 0 && err == nil:
+				// Not what a terminal does; a loop on it would never end.
+				werr = io.ErrShortWrite
+				return true
 			case err == unix.EINTR:
 			case err == unix.EAGAIN:
 				return false

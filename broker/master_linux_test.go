@@ -24,16 +24,32 @@ func newRawPTY(t *testing.T) (*ptyMaster, *os.File) {
 		t.Fatalf("allocatePTY: %v", err)
 	}
 	t.Cleanup(func() { master.Close(); slave.Close() })
-	tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+	// Through the RawConn, not Fd(), which would make the slave blocking
+	// and so take its reads' deadlines away.
+	rc, err := slave.SyscallConn()
 	if err != nil {
-		t.Fatalf("TCGETS: %v", err)
+		t.Fatal(err)
 	}
-	tio.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	tio.Oflag &^= unix.OPOST
-	tio.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	tio.Cc[unix.VMIN], tio.Cc[unix.VTIME] = 1, 0
-	if err := unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, tio); err != nil {
-		t.Fatalf("TCSETS: %v", err)
+	var ioctlErr error
+	err = rc.Control(func(fd uintptr) {
+		tio, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		if err != nil {
+			ioctlErr = err
+			return
+		}
+		tio.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+		tio.Oflag &^= unix.OPOST
+		tio.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+		tio.Cc[unix.VMIN], tio.Cc[unix.VTIME] = 1, 0
+		ioctlErr = unix.IoctlSetTermios(int(fd), unix.TCSETS, tio)
+	})
+	if err != nil || ioctlErr != nil {
+		t.Fatalf("raw mode on the slave: %v, %v", err, ioctlErr)
+	}
+	// Every read of the slave below is bounded: a failure is a failure,
+	// not a test that hangs until go test's timeout.
+	if err := slave.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatalf("the slave takes no read deadline: %v", err)
 	}
 	return master, slave
 }
@@ -185,8 +201,15 @@ func TestMasterEndsOfReadsAndWrites(t *testing.T) {
 				t.Fatal("the write never waited")
 			}
 		}
-		if err := master.Close(); err != nil {
-			t.Fatalf("Close: %v", err)
+		closed := make(chan error, 1)
+		go func() { closed <- master.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close with a read and a write waiting did not return within 10 s")
 		}
 		for name, done := range map[string]chan error{"read": readDone, "write": writeDone} {
 			select {
