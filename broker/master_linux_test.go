@@ -99,6 +99,23 @@ func outputWatchers(t *testing.T, fd int) []string {
 	return sets
 }
 
+// waitForWaitingWrite returns once a write on the master (fd) waits for
+// room, which is when the master is watched for output readiness; it
+// fails if the write ends first (done) or never waits.
+func waitForWaitingWrite(t *testing.T, fd int, done <-chan error) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(outputWatchers(t, fd)) == 0; time.Sleep(5 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("a 1 MiB write into a terminal nobody reads returned (%v) instead of waiting", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write never waited: the master was not watched for output readiness within 10 s")
+		}
+	}
+}
+
 // The shell's reads of the slave make the master writable, byte after byte
 // of a typed line; no epoll set of this process, the runtime poller's
 // included, may be watching for that, or each byte wakes a thread.
@@ -139,18 +156,7 @@ func TestMasterIsWatchedForOutputReadinessOnlyWhileAWriteWaits(t *testing.T) {
 		}
 		written <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(outputWatchers(t, fd)) == 0 {
-		select {
-		case err := <-written:
-			t.Fatalf("a 1 MiB write into a terminal nobody reads returned (%v) instead of waiting", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the waiting write never watched the master for output readiness")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitForWaitingWrite(t, fd, written)
 	received := make([]byte, len(payload))
 	if _, err := io.ReadFull(slave, received); err != nil {
 		t.Fatalf("reading the payload from the slave: %v", err)
@@ -195,12 +201,7 @@ func TestMasterEndsOfReadsAndWrites(t *testing.T) {
 		readDone, writeDone := make(chan error, 1), make(chan error, 1)
 		go func() { _, _, _, err := readBatch(master, false); readDone <- err }()
 		go func() { _, err := master.Write(make([]byte, 1<<20)); writeDone <- err }()
-		fd := masterFD(t, master)
-		for deadline := time.Now().Add(10 * time.Second); len(outputWatchers(t, fd)) == 0; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the write never waited")
-			}
-		}
+		waitForWaitingWrite(t, masterFD(t, master), writeDone)
 		closed := make(chan error, 1)
 		go func() { closed <- master.Close() }()
 		select {
@@ -282,7 +283,7 @@ func TestMasterWaitingWriteEndsAtHangUp(t *testing.T) {
 	master, slave := newRawPTY(t)
 	written := make(chan error, 1)
 	go func() { _, err := master.Write(make([]byte, 1<<20)); written <- err }()
-	time.Sleep(50 * time.Millisecond)
+	waitForWaitingWrite(t, masterFD(t, master), written)
 	slave.Close()
 	select {
 	case err := <-written:
