@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -28,9 +29,11 @@ import (
 // Reads wait on readable, an epoll set of its own that holds the master for
 // input readiness (and hang-up) only. Writes that find the terminal's input
 // queue full wait on writable, a second set that holds the master for
-// output readiness only while such a write waits. Both sets are in the
-// runtime poller (an epoll descriptor is readable when a member is ready),
-// so deadlines, and Close waking a waiter, work as for any pollable file.
+// output readiness only while such a write waits; it is made at the first
+// such wait, so a session whose shell keeps up with its input holds two
+// descriptors, not three. Both sets are in the runtime poller (an epoll
+// descriptor is readable when a member is ready), so deadlines, and Close
+// waking a waiter, work as for any pollable file.
 //
 // The master's own descriptor is used only inside its RawConn callbacks,
 // which hold a reference to it, so a concurrent Close can never let a read,
@@ -38,12 +41,40 @@ import (
 type ptyMaster struct {
 	file     *os.File // the master: O_NONBLOCK, not in the runtime poller
 	readable *os.File // epoll set: the master for EPOLLIN
-	writable *os.File // epoll set: the master for EPOLLOUT while a write waits
+	// writable is the epoll set a waiting write adds the master to, for
+	// EPOLLOUT; nil until the first wait. setMu orders its creation with
+	// Close.
+	setMu        sync.Mutex
+	writable     *os.File
+	writableConn syscall.RawConn
 
-	fileConn, readableConn, writableConn syscall.RawConn
+	fileConn, readableConn syscall.RawConn
 	// closed is set by Close; a call that fails after it says os.ErrClosed
 	// (the RawConns report their own error for a closed file).
 	closed atomic.Bool
+
+	// The read, the raw write and the Write under way: one of each at a
+	// time (there is one reader, the output copier, and one writer, the
+	// input copier). Their state lives here and their callbacks are bound
+	// once, in newPTYMaster, so that reading and writing allocate nothing:
+	// closures made anew for every read and write were garbage in
+	// proportion to what a session typed and printed, 6 to 8 KiB more a
+	// session in the 64 sessions' memory reading.
+	readMu, rawWriteMu, writeMu sync.Mutex
+	read, rawWrite              rawOp
+	input                       struct {
+		p   []byte
+		n   int
+		err error
+	}
+	onReadable, onMasterRead, onMasterWrite, onInput func(fd uintptr) bool
+}
+
+// rawOp is a RawConn Read or Write under way on the master.
+type rawOp struct {
+	f    func(fd uintptr) bool // the caller's callback
+	done bool                  // f returned true
+	err  error                 // the master's own RawConn failed
 }
 
 // newPTYMaster takes ownership of fd, a PTY master in blocking mode (so that
@@ -51,6 +82,7 @@ type ptyMaster struct {
 // non-blocking for the reads and writes below.
 func newPTYMaster(fd int, name string) (_ *ptyMaster, err error) {
 	m := &ptyMaster{file: os.NewFile(uintptr(fd), name)}
+	m.onReadable, m.onMasterRead, m.onMasterWrite, m.onInput = m.readableStep, m.masterReadStep, m.masterWriteStep, m.inputStep
 	defer func() {
 		if err != nil {
 			m.Close()
@@ -62,16 +94,10 @@ func newPTYMaster(fd int, name string) (_ *ptyMaster, err error) {
 	if m.readable, err = newEpollSet("pty master input readiness"); err != nil {
 		return nil, err
 	}
-	if m.writable, err = newEpollSet("pty master output readiness"); err != nil {
-		return nil, err
-	}
 	if m.fileConn, err = m.file.SyscallConn(); err != nil {
 		return nil, err
 	}
 	if m.readableConn, err = m.readable.SyscallConn(); err != nil {
-		return nil, err
-	}
-	if m.writableConn, err = m.writable.SyscallConn(); err != nil {
 		return nil, err
 	}
 	var ctlErr error
@@ -121,45 +147,56 @@ func (m *ptyMaster) SetReadDeadline(t time.Time) error { return m.readable.SetRe
 // full (back pressure: the client's bytes wait in the channel, none is
 // dropped). It returns early only on a write error or Close.
 func (m *ptyMaster) Write(p []byte) (int, error) {
-	written := 0
-	var werr error
-	err := masterConn{m}.Write(func(fd uintptr) bool {
-		for written < len(p) {
-			n, err := unix.Write(int(fd), p[written:])
-			if n > 0 {
-				written += n
-			}
-			switch {
-			case n == 0 && err == nil:
-				// Not what a terminal does; a loop on it would never end.
-				werr = io.ErrShortWrite
-				return true
-			case err == unix.EINTR:
-			case err == unix.EAGAIN:
-				return false
-			case err != nil:
-				werr = err
-				return true
-			}
-		}
-		return true
-	})
+	m.writeMu.Lock()
+	defer m.writeMu.Unlock()
+	m.input.p, m.input.n, m.input.err = p, 0, nil
+	err := masterConn{m}.Write(m.onInput)
+	written := m.input.n
 	if err == nil {
-		err = werr
+		err = m.input.err
 	}
+	m.input.p, m.input.err = nil, nil
 	if err != nil {
 		return written, &os.PathError{Op: "write", Path: m.file.Name(), Err: err}
 	}
 	return written, nil
 }
 
+// inputStep writes what is left of Write's bytes until the terminal's
+// input queue is full (false: wait for room) or all is written.
+func (m *ptyMaster) inputStep(fd uintptr) bool {
+	in := &m.input
+	for in.n < len(in.p) {
+		n, err := unix.Write(int(fd), in.p[in.n:])
+		if n > 0 {
+			in.n += n
+		}
+		switch {
+		case n == 0 && err == nil:
+			// Not what a terminal does; a loop on it would never end.
+			in.err = io.ErrShortWrite
+			return true
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
+			return false
+		case err != nil:
+			in.err = err
+			return true
+		}
+	}
+	return true
+}
+
 // Close closes the two sets first: closing a file in the runtime poller
 // wakes its waiters and waits for them to leave, so no read or write is
 // under way on the master when it is closed, which hangs the terminal up.
 func (m *ptyMaster) Close() error {
+	m.setMu.Lock()
 	m.closed.Store(true)
+	writable := m.writable
+	m.setMu.Unlock()
 	var errs []error
-	for _, f := range []*os.File{m.readable, m.writable, m.file} {
+	for _, f := range []*os.File{m.readable, writable, m.file} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
@@ -185,37 +222,58 @@ func (c masterConn) Control(f func(fd uintptr)) error { return c.m.closedErr(c.m
 // between calls until the master has input (or hangs up), the read deadline
 // passes, or the master is closed.
 func (c masterConn) Read(f func(fd uintptr) bool) error {
-	var fileErr error
-	err := c.m.readableConn.Read(func(uintptr) bool {
-		done := true
-		if err := c.m.fileConn.Read(func(fd uintptr) bool { done = f(fd); return true }); err != nil {
-			fileErr = err
-			return true
-		}
-		return done
-	})
+	m := c.m
+	m.readMu.Lock()
+	defer m.readMu.Unlock()
+	m.read = rawOp{f: f}
+	err := m.readableConn.Read(m.onReadable)
 	if err == nil {
-		err = fileErr
+		err = m.read.err
 	}
-	return c.m.closedErr(err)
+	m.read = rawOp{}
+	return m.closedErr(err)
+}
+
+// readableStep runs when the input set may be ready: the caller's callback
+// reads, and the wait goes on unless it is done.
+func (m *ptyMaster) readableStep(uintptr) bool {
+	if err := m.fileConn.Read(m.onMasterRead); err != nil {
+		m.read.err = err
+		return true
+	}
+	return m.read.done
+}
+
+func (m *ptyMaster) masterReadStep(fd uintptr) bool {
+	m.read.done = m.read.f(fd)
+	return true
 }
 
 // Write calls f with the master's descriptor until f returns true, waiting
 // between calls until the master's input queue has room or the master is
 // closed.
 func (c masterConn) Write(f func(fd uintptr) bool) error {
+	m := c.m
+	m.rawWriteMu.Lock()
+	defer m.rawWriteMu.Unlock()
+	m.rawWrite = rawOp{f: f}
+	defer func() { m.rawWrite = rawOp{} }()
 	for {
-		done := true
-		if err := c.m.fileConn.Write(func(fd uintptr) bool { done = f(fd); return true }); err != nil {
-			return c.m.closedErr(err)
+		if err := m.fileConn.Write(m.onMasterWrite); err != nil {
+			return m.closedErr(err)
 		}
-		if done {
+		if m.rawWrite.done {
 			return nil
 		}
-		if err := c.m.waitWritable(); err != nil {
-			return c.m.closedErr(err)
+		if err := m.waitWritable(); err != nil {
+			return m.closedErr(err)
 		}
 	}
+}
+
+func (m *ptyMaster) masterWriteStep(fd uintptr) bool {
+	m.rawWrite.done = m.rawWrite.f(fd)
+	return true
 }
 
 // waitWritable waits until the master is writable: the master joins the
@@ -224,6 +282,9 @@ func (c masterConn) Write(f func(fd uintptr) bool) error {
 // master leaves the set again, so that between waits the shell's reads wake
 // nobody.
 func (m *ptyMaster) waitWritable() error {
+	if err := m.openWritable(); err != nil {
+		return err
+	}
 	var waitErr, ctlErr error
 	err := m.fileConn.Control(func(master uintptr) {
 		waitErr = m.writableConn.Read(func(set uintptr) bool {
@@ -255,4 +316,28 @@ func (m *ptyMaster) waitWritable() error {
 		})
 	})
 	return errors.Join(err, waitErr, ctlErr)
+}
+
+// openWritable makes the output set at the first wait for room. After
+// Close it makes none: the wait then fails as the closed master does.
+func (m *ptyMaster) openWritable() error {
+	m.setMu.Lock()
+	defer m.setMu.Unlock()
+	if m.closed.Load() {
+		return os.ErrClosed
+	}
+	if m.writable != nil {
+		return nil
+	}
+	set, err := newEpollSet("pty master output readiness")
+	if err != nil {
+		return err
+	}
+	conn, err := set.SyscallConn()
+	if err != nil {
+		set.Close()
+		return err
+	}
+	m.writable, m.writableConn = set, conn
+	return nil
 }

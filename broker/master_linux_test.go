@@ -144,6 +144,9 @@ func TestMasterIsWatchedForOutputReadinessOnlyWhileAWriteWaits(t *testing.T) {
 	if sets := outputWatchers(t, fd); len(sets) != 0 {
 		t.Fatalf("after a write and a read, the master (fd %d) is watched for output readiness by epoll sets %v", fd, sets)
 	}
+	if master.writable != nil {
+		t.Fatal("the output set was made though no write waited: a session would hold a descriptor for nothing")
+	}
 
 	// A write that finds the input queue full waits, watching for output
 	// readiness while it waits and no longer once it is done.
