@@ -29,11 +29,11 @@ import (
 // Reads wait on readable, an epoll set of its own that holds the master for
 // input readiness (and hang-up) only. Writes that find the terminal's input
 // queue full wait on writable, a second set that holds the master for
-// output readiness only while such a write waits; it is made at the first
-// such wait, so a session whose shell keeps up with its input holds two
-// descriptors, not three. Both sets are in the runtime poller (an epoll
-// descriptor is readable when a member is ready), so deadlines, and Close
-// waking a waiter, work as for any pollable file.
+// output readiness only while such a write waits. Both sets are in the
+// runtime poller (an epoll descriptor is readable when a member is ready),
+// so deadlines, and Close waking a waiter, work as for any pollable file.
+// Both are made with the master, so that running out of descriptors fails
+// a session at its start, never a write part-way through it.
 //
 // The master's own descriptor is used only inside its RawConn callbacks,
 // which hold a reference to it, so a concurrent Close can never let a read,
@@ -41,14 +41,9 @@ import (
 type ptyMaster struct {
 	file     *os.File // the master: O_NONBLOCK, not in the runtime poller
 	readable *os.File // epoll set: the master for EPOLLIN
-	// writable is the epoll set a waiting write adds the master to, for
-	// EPOLLOUT; nil until the first wait. setMu orders its creation with
-	// Close.
-	setMu        sync.Mutex
-	writable     *os.File
-	writableConn syscall.RawConn
+	writable *os.File // epoll set: the master for EPOLLOUT while a write waits
 
-	fileConn, readableConn syscall.RawConn
+	fileConn, readableConn, writableConn syscall.RawConn
 	// closed is set by Close; a call that fails after it says os.ErrClosed
 	// (the RawConns report their own error for a closed file).
 	closed atomic.Bool
@@ -56,10 +51,12 @@ type ptyMaster struct {
 	// The read, the raw write and the Write under way: one of each at a
 	// time (there is one reader, the output copier, and one writer, the
 	// input copier). Their state lives here and their callbacks are bound
-	// once, in newPTYMaster, so that reading and writing allocate nothing:
-	// closures made anew for every read and write were garbage in
-	// proportion to what a session typed and printed, 6 to 8 KiB more a
-	// session in the 64 sessions' memory reading.
+	// once, in newPTYMaster, so that reads and writes that do not wait
+	// allocate nothing here: closures made anew for every read and write
+	// were garbage in proportion to what a session typed and printed, 6 to
+	// 8 KiB more a session in the 64 sessions' memory reading. A callback
+	// must not call Read or Write on the same master: it would wait for
+	// itself.
 	readMu, rawWriteMu, writeMu sync.Mutex
 	read, rawWrite              rawOp
 	input                       struct {
@@ -74,7 +71,7 @@ type ptyMaster struct {
 type rawOp struct {
 	f    func(fd uintptr) bool // the caller's callback
 	done bool                  // f returned true
-	err  error                 // the master's own RawConn failed
+	err  error                 // a read: the master's own RawConn failed
 }
 
 // newPTYMaster takes ownership of fd, a PTY master in blocking mode (so that
@@ -94,10 +91,16 @@ func newPTYMaster(fd int, name string) (_ *ptyMaster, err error) {
 	if m.readable, err = newEpollSet("pty master input readiness"); err != nil {
 		return nil, err
 	}
+	if m.writable, err = newEpollSet("pty master output readiness"); err != nil {
+		return nil, err
+	}
 	if m.fileConn, err = m.file.SyscallConn(); err != nil {
 		return nil, err
 	}
 	if m.readableConn, err = m.readable.SyscallConn(); err != nil {
+		return nil, err
+	}
+	if m.writableConn, err = m.writable.SyscallConn(); err != nil {
 		return nil, err
 	}
 	var ctlErr error
@@ -191,12 +194,9 @@ func (m *ptyMaster) inputStep(fd uintptr) bool {
 // wakes its waiters and waits for them to leave, so no read or write is
 // under way on the master when it is closed, which hangs the terminal up.
 func (m *ptyMaster) Close() error {
-	m.setMu.Lock()
 	m.closed.Store(true)
-	writable := m.writable
-	m.setMu.Unlock()
 	var errs []error
-	for _, f := range []*os.File{m.readable, writable, m.file} {
+	for _, f := range []*os.File{m.readable, m.writable, m.file} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
@@ -226,11 +226,13 @@ func (c masterConn) Read(f func(fd uintptr) bool) error {
 	m.readMu.Lock()
 	defer m.readMu.Unlock()
 	m.read = rawOp{f: f}
+	// Reset even when f panics, so the master keeps no reference to the
+	// caller's callback (and what it holds, a batch) past the call.
+	defer func() { m.read = rawOp{} }()
 	err := m.readableConn.Read(m.onReadable)
 	if err == nil {
 		err = m.read.err
 	}
-	m.read = rawOp{}
 	return m.closedErr(err)
 }
 
@@ -282,9 +284,6 @@ func (m *ptyMaster) masterWriteStep(fd uintptr) bool {
 // master leaves the set again, so that between waits the shell's reads wake
 // nobody.
 func (m *ptyMaster) waitWritable() error {
-	if err := m.openWritable(); err != nil {
-		return err
-	}
 	var waitErr, ctlErr error
 	err := m.fileConn.Control(func(master uintptr) {
 		waitErr = m.writableConn.Read(func(set uintptr) bool {
@@ -316,28 +315,4 @@ func (m *ptyMaster) waitWritable() error {
 		})
 	})
 	return errors.Join(err, waitErr, ctlErr)
-}
-
-// openWritable makes the output set at the first wait for room. After
-// Close it makes none: the wait then fails as the closed master does.
-func (m *ptyMaster) openWritable() error {
-	m.setMu.Lock()
-	defer m.setMu.Unlock()
-	if m.closed.Load() {
-		return os.ErrClosed
-	}
-	if m.writable != nil {
-		return nil
-	}
-	set, err := newEpollSet("pty master output readiness")
-	if err != nil {
-		return err
-	}
-	conn, err := set.SyscallConn()
-	if err != nil {
-		set.Close()
-		return err
-	}
-	m.writable, m.writableConn = set, conn
-	return nil
 }
