@@ -26,15 +26,22 @@ import (
 // whose data digest is sum, and reports whether it could; when it could
 // not, dst is returned unchanged.
 func appendDataLine(dst []byte, seq uint64, prev string, t time.Time, typ string, d *Data, sum *[32]byte) ([]byte, bool) {
-	if !plainJSON(prev) || !plainJSON(typ) || !plainJSON(d.Stream) || !marshalableTime(t) {
+	if !plainJSON(prev) || !plainJSON(typ) || !plainJSON(d.Stream) {
 		return dst, false
 	}
+	orig := dst
 	dst = append(dst, `{"seq":`...)
 	dst = strconv.AppendUint(dst, seq, 10)
 	dst = append(dst, `,"prev":"`...)
 	dst = append(dst, prev...)
 	dst = append(dst, `","t":"`...)
-	dst = t.AppendFormat(dst, time.RFC3339Nano)
+	// AppendText is MarshalJSON's encoding without the quotes, and fails
+	// where it fails (a year outside 0-9999, a zone offset of 24 hours or
+	// more).
+	dst, err := t.AppendText(dst)
+	if err != nil {
+		return orig, false
+	}
 	dst = append(dst, `","type":"`...)
 	dst = append(dst, typ...)
 	dst = append(dst, `","data":{"stream":"`...)
@@ -47,14 +54,6 @@ func appendDataLine(dst []byte, seq uint64, prev string, t time.Time, typ string
 	dst = hex.AppendEncode(dst, sum[:])
 	dst = append(dst, `"}}`...)
 	return dst, true
-}
-
-// marshalableTime reports whether time.Time's MarshalJSON encodes t rather
-// than failing: a year from 0 to 9999 and a zone offset under 24 hours.
-// (The Writer's times are UTC, but the function keeps its promise for any.)
-func marshalableTime(t time.Time) bool {
-	_, offset := t.Zone()
-	return t.Year() >= 0 && t.Year() <= 9999 && offset > -24*60*60 && offset < 24*60*60
 }
 
 // plainJSON reports whether json.Marshal writes s as its bytes between

@@ -261,11 +261,10 @@ func useTrampolineBeside(log *slog.Logger) {
 		return
 	}
 	path := filepath.Join(filepath.Dir(exe), login.TrampolineProgram)
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+	if err := login.UseTrampolineProgram(path); errors.Is(err, fs.ErrNotExist) {
 		log.Debug("login trampoline: this program (no " + login.TrampolineProgram + " beside it)")
 		return
-	}
-	if err := login.UseTrampolineProgram(path); err != nil {
+	} else if err != nil {
 		log.Warn("login trampoline: this program, not the one beside it", "err", err.Error())
 		return
 	}
