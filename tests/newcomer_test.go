@@ -18,25 +18,28 @@ import (
 // buildCommand builds cmd/aptl-kali-capture into a temporary directory.
 func buildCommand(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "aptl-kali-capture")
-	gobin := goTool(t)
-	out, err := exec.Command(gobin, "build", "-o", bin, "../cmd/aptl-kali-capture").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	dir := t.TempDir()
+	goBuild(t, dir, "../cmd/aptl-kali-capture")
+	return filepath.Join(dir, "aptl-kali-capture")
+}
+
+// skipUnlessLive skips a test that builds the programs and logs in with
+// stock OpenSSH where it cannot: in -short mode, or without ssh.
+func skipUnlessLive(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the programs; skipped in -short mode")
 	}
-	return bin
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("OpenSSH client (Debian openssh-client) not installed")
+	}
 }
 
 // buildForLiveTest builds the binary for a test that runs it and logs in
 // with stock OpenSSH, or skips that test.
 func buildForLiveTest(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary; skipped in -short mode")
-	}
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("OpenSSH client (Debian openssh-client) not installed")
-	}
+	skipUnlessLive(t)
 	return buildCommand(t)
 }
 

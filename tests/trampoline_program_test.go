@@ -25,12 +25,7 @@ import (
 // either makes, and the session's audit-session record says whether a
 // trampoline ran.
 func TestServerStartsSessionsThroughTrampolineProgram(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binaries; skipped in -short mode")
-	}
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("OpenSSH client (Debian openssh-client) not installed")
-	}
+	skipUnlessLive(t)
 	built := t.TempDir()
 	goBuild(t, built, "../cmd/aptl-kali-capture", "../cmd/aptl-login-trampoline")
 	otherBuild := t.TempDir()
