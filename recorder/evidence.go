@@ -18,6 +18,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/writeback"
 )
 
 // The record's evidence side: the integrity log (package integrity) that
@@ -227,14 +228,15 @@ func (s *Session) recordFiles() []*os.File { return []*os.File{s.ts.File, s.tm.F
 // syncFiles fsyncs files concurrently: on ext4 concurrent fsyncs share a
 // journal commit, and measured here three together took about 0.6 ms
 // against 0.8 ms one after another, which is most of strict mode's cost
-// per chunk.
+// per chunk. Each file's pages written before its fsync then leave the
+// page cache (package writeback says why).
 func syncFiles(files []*os.File) error {
 	errs := make([]error, len(files))
 	var wg sync.WaitGroup
 	for i, f := range files[1:] {
-		wg.Go(func() { errs[i+1] = f.Sync() })
+		wg.Go(func() { errs[i+1] = writeback.Sync(f) })
 	}
-	errs[0] = files[0].Sync()
+	errs[0] = writeback.Sync(files[0])
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("recorder: fsync: %w", err)

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/writeback"
 )
 
 // A witness keeps one session's evidence in rotated files: Name(1),
@@ -145,7 +147,7 @@ func (s *FileSet) Sync() (name string, size int64, sum string) {
 	if s.err == nil {
 		err := s.flush(f)
 		if err == nil {
-			err = f.f.Sync()
+			err = writeback.Sync(f.f)
 		}
 		s.err = err
 	}
@@ -163,7 +165,7 @@ func (s *FileSet) Finish() {
 	s.cur = nil
 	errs := []error{s.err}
 	if s.err == nil {
-		errs = append(errs, s.flush(f), f.f.Sync())
+		errs = append(errs, s.flush(f), writeback.Sync(f.f))
 	}
 	errs = append(errs, f.f.Close())
 	rec := FileRecord{Name: f.Name, CountAttr: s.CountAttr, Count: f.count, Size: f.size, SHA256: hex.EncodeToString(f.sum.Sum(nil)), First: f.first, Last: f.last}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/aptl/aptl-kali-capture/internal/writeback"
 )
 
 // rootLog is a file of the capture root (_audit/audit.log,
@@ -89,7 +91,7 @@ func (l *rootLog) sync() error {
 	if l.f == nil {
 		return nil
 	}
-	return l.f.Sync()
+	return writeback.Sync(l.f)
 }
 
 func (l *rootLog) close() error {
