@@ -1,42 +1,42 @@
 package witnessfs
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/internal/writeback"
 )
 
 // TestFileSetSyncGivesBackThePages: after Sync, and after Finish, a
-// witness file's whole pages are out of the page cache
-// (internal/writeback); the partial last page of the open file stays.
+// witness file's pages below its last step are out of the page cache
+// (internal/writeback); the open file's last page stays.
 func TestFileSetSyncGivesBackThePages(t *testing.T) {
-	s, dir := testFileSet(t, Limits{RotateBytes: 1 << 20, Files: 2}, 4096)
+	s, dir := testFileSet(t, Limits{RotateBytes: 4 * writeback.Step, Files: 1}, 4096)
 	testutil.SkipWhereFilesLiveInMemory(t, dir)
-	packet := strings.Repeat("p", 1000) + "\n"
-	for range 40 { // 40,040 bytes: with 4 KiB pages, nine whole and part of a tenth
+	path := filepath.Join(dir, "f-1")
+	packet := strings.Repeat("p", 999) + "\n"
+	check := func(when string) {
+		t.Helper()
+		pages := testutil.CachedPages(t, path)
+		for i, in := range pages[:writeback.Step/os.Getpagesize()] {
+			if in {
+				t.Fatalf("%s: page %d of the first step is still cached", when, i)
+			}
+		}
+		if when == "Sync" && !pages[len(pages)-1] {
+			t.Errorf("%s: the last page was dropped: the next bytes would read it back from disk", when)
+		}
+	}
+	for range writeback.Step/len(packet) + 2 {
 		put(t, s, packet, time.Now())
 	}
 	s.Sync()
-	pages := testutil.CachedPages(t, filepath.Join(dir, "f-1"))
-	for i, in := range pages[:len(pages)-1] {
-		if in {
-			t.Errorf("page %d of the open file is still cached after Sync: %v", i, pages)
-		}
-	}
-	if !pages[len(pages)-1] {
-		t.Error("the open file's partial last page was dropped: the next bytes would read it back from disk")
-	}
-	for range 40 {
-		put(t, s, packet, time.Now())
-	}
+	check("Sync")
+	put(t, s, packet, time.Now())
 	s.Finish()
-	pages = testutil.CachedPages(t, filepath.Join(dir, "f-1"))
-	for i, in := range pages[:len(pages)-1] {
-		if in {
-			t.Errorf("page %d of the finished file is still cached: %v", i, pages)
-		}
-	}
+	check("Finish")
 }

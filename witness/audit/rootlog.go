@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/aptl/aptl-kali-capture/internal/writeback"
 )
 
 // rootLog is a file of the capture root (_audit/audit.log,
@@ -91,7 +89,7 @@ func (l *rootLog) sync() error {
 	if l.f == nil {
 		return nil
 	}
-	return writeback.Sync(l.f)
+	return l.f.Sync()
 }
 
 func (l *rootLog) close() error {
