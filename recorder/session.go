@@ -209,7 +209,7 @@ func (s *Session) elapsedAt(t time.Time) time.Duration {
 }
 
 func (s *Session) writeTiming(b []byte) error {
-	if _, err := s.tm.Write(b); err != nil {
+	if err := s.tm.writeWhole(b); err != nil {
 		return fmt.Errorf("recorder: write timing: %w", err)
 	}
 	return nil
@@ -217,7 +217,7 @@ func (s *Session) writeTiming(b []byte) error {
 
 // writeStart writes the typescript header line and the start H entries.
 func (s *Session) writeStart(m Meta, wall time.Time) error {
-	if _, err := s.ts.Write(scriptfmt.StartLine(m.start(), wall)); err != nil {
+	if err := s.ts.writeWhole(scriptfmt.StartLine(m.start(), wall)); err != nil {
 		return fmt.Errorf("recorder: write typescript header: %w", err)
 	}
 	return s.writeTiming(scriptfmt.AppendHeaders(nil, startHeaders(m, wall)))
@@ -266,7 +266,7 @@ func (s *Session) Close(exitCode int, extra ...Header) error {
 // entries, in the order of script's log_close.
 func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 	now := s.now()
-	if _, err := s.ts.Write(scriptfmt.DoneLine(now, exitCode)); err != nil {
+	if err := s.ts.writeWhole(scriptfmt.DoneLine(now, exitCode)); err != nil {
 		return fmt.Errorf("recorder: write typescript trailer: %w", err)
 	}
 	hs := []Header{
