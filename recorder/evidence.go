@@ -289,7 +289,12 @@ func (s *Session) closeEvidence(exitCode int, extra []Header, failure error) err
 	if failure != nil {
 		a["write_error"] = failure.Error()
 	}
+	// The close record is made even when the log cannot take it yet; on
+	// the reserve's room it is written with those held back before it.
 	err := s.chain.Append(vocab.TypeClose, withExactValues(a))
+	if err != nil && s.drawOnReserve() {
+		err = s.chain.Flush()
+	}
 	if err == nil {
 		err = s.chain.Checkpoint(s.fileAttrs())
 	}

@@ -54,6 +54,8 @@ type Session struct {
 	control         controlState     // control-event bound and coalescing (control.go)
 	witnesses       []Witness        // opened by create, closed by Close (witness.go)
 	witnessDirty    bool             // a witness has evidence no checkpoint signed yet
+	reserve         *os.File         // the closing records' space (reserve.go); nil once drawn on or released
+	tailed          bool             // the reserve became the record files' tails
 }
 
 // Dir returns the session directory, <root>/<run_id>/<session_id>.
@@ -181,8 +183,13 @@ func (s *Session) writable() error {
 
 // fail makes a non-nil err sticky: once the record is incomplete, every later
 // write reports the same failure. Callers hold mu.
+// The first failure draws on the reserve, before anything else on the
+// volume takes the room it gives back (reserve.go).
 func (s *Session) fail(err error) error {
 	if err != nil {
+		if s.err == nil {
+			s.drawOnReserve()
+		}
 		s.err = err
 	}
 	return err
@@ -266,14 +273,16 @@ func (s *Session) Close(exitCode int, extra ...Header) error {
 // entries, in the order of script's log_close.
 func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 	now := s.now()
-	if err := s.ts.writeWhole(scriptfmt.DoneLine(now, exitCode)); err != nil {
+	done := scriptfmt.DoneLine(now, exitCode)
+	if err := s.withReserve(func() error { return s.ts.writeWhole(done) }); err != nil {
 		return fmt.Errorf("recorder: write typescript trailer: %w", err)
 	}
 	hs := []Header{
 		{Name: "DURATION", Value: string(scriptfmt.AppendSeconds(nil, s.elapsedAt(now)))},
 		{Name: "EXIT_CODE", Value: strconv.Itoa(exitCode)},
 	}
-	return s.writeTiming(scriptfmt.AppendHeaders(nil, append(hs, extra...)))
+	closing := scriptfmt.AppendHeaders(nil, append(hs, extra...))
+	return s.withReserve(func() error { return s.writeTiming(closing) })
 }
 
 // syncAndClose makes the record durable: the three files, then the folders
@@ -282,7 +291,9 @@ func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 func (s *Session) syncAndClose() error {
 	// An fsync still running beside the copiers ends before the files
 	// close; its failure is reported with the others.
-	errs := []error{s.reapSync(true), syncFiles(s.recordFiles())}
+	errs := []error{s.reapSync(true)}
+	s.releaseReserve()
+	errs = append(errs, syncFiles(s.recordFiles()))
 	errs = append(errs, s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())
 	return errors.Join(errs...)
 }
