@@ -238,9 +238,9 @@ func (s *Session) writeStart(m Meta, wall time.Time) error {
 //
 // Close always releases the files. An invalid extra header name is a
 // programming error: the extras are skipped and the error returned. After a
-// write failure the trailer is not written (the close record, if it can be,
-// still is) and that failure is returned again. A second Close returns nil
-// and writes nothing.
+// write failure the trailer and the close record are still written, on the
+// session's reserve when the disk is full, and that failure is returned
+// again. A second Close returns nil and writes nothing.
 func (s *Session) Close(exitCode int, extra ...Header) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,11 +260,10 @@ func (s *Session) Close(exitCode int, extra ...Header) error {
 	if s.err == nil && s.recordResizes() == nil {
 		s.fail(s.dropControlRecords())
 	}
+	// After a write failure too: the trailer is written on the reserve
+	// (reserve.go), whole or not at all, after the bytes that were stored.
 	failure := s.err
-	errs := []error{failure, nameErr}
-	if failure == nil {
-		errs = append(errs, s.writeTrailer(exitCode, extra))
-	}
+	errs := []error{failure, nameErr, s.writeTrailer(exitCode, extra)}
 	errs = append(errs, s.closeEvidence(exitCode, extra, failure), s.syncAndClose())
 	return errors.Join(errs...)
 }

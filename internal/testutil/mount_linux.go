@@ -49,3 +49,34 @@ func Fill(t testing.TB, dir string) string {
 		}
 	}
 }
+
+// SmallExt4 mounts a new ext4 file system of sizeMiB MiB (a loop image
+// in t.TempDir) and returns its mount point: a volume with ext4's block
+// allocation, journal and reserved blocks to fill. It skips the test,
+// saying why, where that is not allowed (not root, no mkfs.ext4 or loop
+// device).
+func SmallExt4(t testing.TB, sizeMiB int) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount an ext4 loop image to fill")
+	}
+	img := filepath.Join(t.TempDir(), "volume.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, int64(sizeMiB)<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+		t.Skipf("cannot make an ext4 image: %v %s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "ext4")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount an ext4 loop image: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
