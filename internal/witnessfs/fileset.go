@@ -37,9 +37,10 @@ type FileSet struct {
 	Class     string             // the prefix of its error texts: vocab.ClassPcap
 	Name      func(n int) string // the n-th file's name, n from 1
 	CountAttr string             // what File.Stored counts: vocab.AttrPackets
-	// Buffer is the user-space buffer of the current file, flushed at each
-	// Sync; 0: every Write is one write(2), so a crash of the sidecar loses
-	// nothing already written.
+	// Buffer is the user-space buffer of the current file: whole items
+	// are held until they reach it and then written, between items, and
+	// at each Sync; 0: every Write is one write(2), so a crash of the
+	// sidecar loses nothing already written.
 	Buffer int
 	Limits Limits
 	Create func(name string) (*os.File, error) // makes a new file 0600 in the witness's folder
