@@ -168,3 +168,35 @@ func TestUnwrittenBound(t *testing.T) {
 		t.Fatalf("after the bound: %v, want the sticky %v", err, err2)
 	}
 }
+
+// TestDataOnFullDiskKeepsAccounting: Data whose flush of the previous
+// stream's record fails says so, and still accounts for its bytes: once
+// there is room both records are written, with their lengths.
+func TestDataOnFullDiskKeepsAccounting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "integrity.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	disk := &fullFile{File: f, budget: 1 << 20}
+	w := NewWriter(disk, "run", "sess", newSigner(t), time.Now)
+	if err := w.Append(vocab.TypeOpen, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Data(vocab.StreamOut, 10, []byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	disk.budget = 7
+	if err := w.Data(vocab.StreamIn, 13, []byte("de")); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Data after a failed flush = %v, want ENOSPC", err)
+	}
+	disk.budget = 1 << 20
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	recs := readChain(t, path, "run", "sess")
+	if len(recs) != 3 || recs[1].Data.Len != 3 || recs[2].Data.Len != 2 || recs[2].Data.Stream != vocab.StreamIn || recs[2].Data.Off != 13 {
+		t.Fatalf("records %+v, want open, 3 bytes out at 10, 2 bytes in at 13", recs)
+	}
+}
