@@ -221,3 +221,42 @@ func TestClosingRecordsFitTheReserve(t *testing.T) {
 		t.Errorf("closing writes %d/%d/%d bytes against tails %d/%d/%d of a %d reserve: the margin is gone", log1-log0, tm1-tm0, ts1-ts0, logTail, timingTail, tsTail, reserveBytes)
 	}
 }
+
+// TestCloseRecordMeetsFullVolume: nothing failed while the session ran,
+// and its close record is the first write the full volume refuses (the
+// log's last page has 50 bytes of room): Close draws on the reserve then,
+// and the record is finalized.
+func TestCloseRecordMeetsFullVolume(t *testing.T) {
+	for _, vol := range volumes {
+		t.Run(vol.name, func(t *testing.T) {
+			root := vol.mount(t)
+			s, err := Create(root, Meta{RunID: "r", SessionID: "late"}, testOptions())
+			mustOK(t, err)
+			logPath := filepath.Join(s.Dir(), ptyDirName, vocab.LogFile)
+			size := func() int64 {
+				fi, err := os.Stat(logPath)
+				mustOK(t, err)
+				return fi.Size()
+			}
+			before := size()
+			mustOK(t, s.Event(vocab.TypeRequest, map[string]string{"v": "x"}))
+			overhead := size() - before - 1
+			room := 4096 - size()%4096
+			if room < overhead+100 {
+				room += 4096
+			}
+			mustOK(t, s.Event(vocab.TypeRequest, map[string]string{"v": strings.Repeat("x", int(room-overhead-50))}))
+			if got := 4096 - size()%4096; got < 40 || got > 60 {
+				t.Fatalf("the log's last page has %d bytes of room, want about 50", got)
+			}
+			testutil.Fill(t, root)
+			if err := s.Close(0, Header{Name: vocab.HeaderCloseReason, Value: vocab.CloseShellExited}); err != nil {
+				t.Fatalf("Close on the reserve = %v, want nil: the closing writes took the reserved room", err)
+			}
+			if rep := examine.Verify(s.Dir(), trusted()); rep.Status != examine.StatusOK {
+				t.Fatalf("status %s anomalies %v, want ok", rep.Status, rep.Anomalies)
+			}
+			checkOnlyRecordFiles(t, root, s.Dir())
+		})
+	}
+}
