@@ -260,3 +260,34 @@ func TestCloseRecordMeetsFullVolume(t *testing.T) {
 		})
 	}
 }
+
+// TestNoRoomForTheReserveRefusesTheSession: a volume that cannot hold a
+// session's reserve refuses the session, naming it, and leaves no folder.
+func TestNoRoomForTheReserveRefusesTheSession(t *testing.T) {
+	root := testutil.SmallVolume(t, "1m")
+	mustOK(t, os.MkdirAll(filepath.Join(root, "r"), 0o700))
+	testutil.Fill(t, root)
+	_, err := Create(root, Meta{RunID: "r", SessionID: "refused"}, testOptions())
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "closing records") {
+		t.Fatalf("Create on a full volume = %v, want ENOSPC naming the closing records' reserve", err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "r", "refused")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused session left its folder: %v", err)
+	}
+}
+
+// TestSweepReserves: a named reserve a crash left (where O_TMPFILE is
+// missing) is removed at start; the folder itself stays.
+func TestSweepReserves(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, vocab.SidecarDir, reserveDir)
+	mustOK(t, os.MkdirAll(dir, 0o700))
+	mustOK(t, os.WriteFile(filepath.Join(dir, "r-1-0x1"), make([]byte, 100), 0o600))
+	mustOK(t, SweepReserves(root))
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Fatalf("after the sweep: %v %v, want an empty folder", left, err)
+	}
+	if err := SweepReserves(t.TempDir()); err != nil {
+		t.Fatalf("sweep of a root without reserves = %v", err)
+	}
+}
