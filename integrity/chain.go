@@ -19,6 +19,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/wholewrite"
 )
 
 // Record is one line of the log. The hash of a record is the SHA-256 of its
@@ -280,7 +281,7 @@ func (c *Writer) writeOut() error {
 	err = fmt.Errorf("integrity: write log: %w", err)
 	whole := bytes.LastIndexByte(c.unwritten[:n], '\n') + 1
 	if n > whole {
-		if cerr := cutBack(c.w, int64(n-whole)); cerr != nil {
+		if cerr := wholewrite.CutBack(c.w, int64(n-whole)); cerr != nil {
 			c.err = errors.Join(err, cerr)
 			return c.err
 		}
@@ -291,30 +292,4 @@ func (c *Writer) writeOut() error {
 		return c.err
 	}
 	return err
-}
-
-// Rewinder is the part of a log file (an *os.File) that cutting back a
-// torn record takes: a Writer whose w has it keeps the whole-record rule.
-type Rewinder interface {
-	Seek(offset int64, whence int) (int64, error)
-	Truncate(size int64) error
-}
-
-// cutBack removes the n bytes a failed write left at the end of w.
-func cutBack(w io.Writer, n int64) error {
-	rw, ok := w.(Rewinder)
-	if !ok {
-		return errors.New("integrity: the torn record cannot be cut back: the log is not a file")
-	}
-	end, err := rw.Seek(0, io.SeekCurrent)
-	if err == nil {
-		err = rw.Truncate(end - n)
-	}
-	if err == nil {
-		_, err = rw.Seek(end-n, io.SeekStart)
-	}
-	if err != nil {
-		return fmt.Errorf("integrity: cut back the torn record: %w", err)
-	}
-	return nil
 }
