@@ -653,6 +653,12 @@ func scriptExitCode(exit launch.Exit, werr error) int {
 	}
 }
 
+// ioCause ends a session whose recording failed. A full capture volume
+// has a reason of its own: the client and the record both say it was
+// the disk, not a fault of the sidecar.
 func ioCause(err error) *closeCause {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return &closeCause{reason: vocab.CloseDiskFull, msg: "recording failed: the capture volume is full; session closed", err: err}
+	}
 	return &closeCause{reason: reasonIOError, msg: "recording failed; session closed", err: err}
 }

@@ -97,7 +97,8 @@ func List(root string, opts ListOptions) ([]Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		runs = entries.names
+		// The sidecar's own folder holds no session.
+		runs = slices.DeleteFunc(entries.names, func(name string) bool { return name == vocab.SidecarDir })
 		if entries.truncated {
 			out = append(out, Summary{Dir: root, State: StateBroken, Error: fmt.Sprintf("more than %d entries; the rest are not listed", MaxListEntries)})
 		}

@@ -139,6 +139,9 @@ func VerifyRunWith(runDir string, keys Keys, opts Options) *RunReport {
 	}
 	for _, e := range entries {
 		dir := filepath.Join(sessions, e.Name())
+		if e.Name() == vocab.SidecarDir && rr.Layout != LayoutHarvest {
+			continue // a capture root given for a run folder: the sidecar's own folder holds no session
+		}
 		if !e.IsDir() {
 			rr.anomaly(KindNotASession, dir, "not a session directory (symbolic links are not followed)")
 			continue

@@ -6,8 +6,10 @@
 package integrity
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -17,6 +19,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/wholewrite"
 )
 
 // Record is one line of the log. The hash of a record is the SHA-256 of its
@@ -78,8 +81,12 @@ type Writer struct {
 	// allocates nothing but its hash's hex (encode.go says why it matters).
 	pendingData   Data
 	pendingDigest [sha256.Size]byte
-	line          []byte
-	err           error // first write error; sticky
+	// unwritten holds the lines of records made but not yet in the log,
+	// in order: normally only the record being written, its buffer
+	// reused for the next; after a write that failed (writeOut), the
+	// records it did not store, which every later write tries first.
+	unwritten []byte
+	err       error // an error that left the log torn or the chain unencodable; sticky
 }
 
 // NewWriter starts a chain for a session. signer signs checkpoints; it is
@@ -101,7 +108,7 @@ func ContinueWriter(w io.Writer, runID, sessionID string, signer gossh.Signer, n
 
 // Append writes one record after any pending data.
 func (c *Writer) Append(typ string, attrs map[string]string) error {
-	if err := c.Flush(); err != nil {
+	if err := c.makePending(); err != nil {
 		return err
 	}
 	return c.write(Record{Type: typ, Attrs: attrs})
@@ -113,12 +120,13 @@ func (c *Writer) Append(typ string, attrs map[string]string) error {
 // Contiguous chunks of one stream are coalesced; the record is written when
 // something else is appended, at Flush, or at maxCoalesce.
 func (c *Writer) Data(stream string, off int64, p []byte) error {
+	var flushErr error
 	if d := c.pending; d != nil {
 		contiguous := d.Stream == stream && ((off < 0 && d.Off < 0) || (off >= 0 && off == d.Off+d.Len))
 		if !contiguous || d.Len+int64(len(p)) > maxCoalesce {
-			if err := c.Flush(); err != nil {
-				return err
-			}
+			// A failed write keeps the record made (writeOut), so p is
+			// accounted for whatever the log's state.
+			flushErr = c.Flush()
 		}
 	}
 	if c.pending == nil {
@@ -131,13 +139,16 @@ func (c *Writer) Data(stream string, off int64, p []byte) error {
 	}
 	c.pending.Len += int64(len(p))
 	c.pendingSum.Write(p)
+	if flushErr != nil {
+		return flushErr
+	}
 	return c.err
 }
 
 // Gap records bytes that were lost or not stored, with their digest, and
 // why. It is written at once, so the reason sits next to the data.
 func (c *Writer) Gap(stream string, p []byte, attrs map[string]string) error {
-	if err := c.Flush(); err != nil {
+	if err := c.makePending(); err != nil {
 		return err
 	}
 	sum := sha256.Sum256(p)
@@ -149,7 +160,7 @@ func (c *Writer) Gap(stream string, p []byte, attrs map[string]string) error {
 // (the timing write failed): the verifier then expects the timing file to
 // account for that many bytes less.
 func (c *Writer) TimingGap(stream string, n int, cause error) error {
-	if err := c.Flush(); err != nil {
+	if err := c.makePending(); err != nil {
 		return err
 	}
 	return c.write(Record{Type: vocab.TypeGap, Attrs: map[string]string{
@@ -157,8 +168,19 @@ func (c *Writer) TimingGap(stream string, n int, cause error) error {
 	}})
 }
 
-// Flush writes the pending data record, if any.
+// Flush writes the pending data record, if any, and any record a failed
+// write held back.
 func (c *Writer) Flush() error {
+	if err := c.makePending(); err != nil {
+		return err
+	}
+	return c.writeOut()
+}
+
+// makePending makes the pending data record, if any, the next record,
+// without writing it yet: a record that follows it is made even when the
+// log cannot be written now, and both go out together (writeOut).
+func (c *Writer) makePending() error {
 	if c.pending == nil {
 		return c.err
 	}
@@ -173,13 +195,13 @@ func (c *Writer) Flush() error {
 	if d.Off < 0 {
 		attrs = map[string]string{vocab.AttrReason: vocab.GapSizeLimit, "stored": "false"}
 	}
-	return c.writeLine(Record{Type: typ, Data: d, Attrs: attrs}, &c.pendingDigest)
+	return c.makeRecord(Record{Type: typ, Data: d, Attrs: attrs}, &c.pendingDigest)
 }
 
 // Checkpoint writes a record signing the current head, with attrs (the
 // recorder adds the transcript files' sizes and digests so far).
 func (c *Writer) Checkpoint(attrs map[string]string) error {
-	if err := c.Flush(); err != nil {
+	if err := c.makePending(); err != nil {
 		return err
 	}
 	if c.seq == 0 {
@@ -196,16 +218,24 @@ func (c *Writer) Checkpoint(attrs map[string]string) error {
 // Seq returns the number of records written.
 func (c *Writer) Seq() uint64 { return c.seq }
 
-func (c *Writer) write(r Record) error { return c.writeLine(r, nil) }
+// write makes r the next record and writes it, after any held back.
+func (c *Writer) write(r Record) error {
+	if err := c.makeRecord(r, nil); err != nil {
+		return err
+	}
+	return c.writeOut()
+}
 
-// writeLine appends r as the next record. dataSum, when not nil, is the
-// digest of r.Data's bytes, which the line carries in hex.
-func (c *Writer) writeLine(r Record, dataSum *[sha256.Size]byte) error {
+// makeRecord makes r the next record: the chain's head moves to it and
+// its line joins the unwritten ones, which writeOut writes. dataSum, when
+// not nil, is the digest of r.Data's bytes, which the line carries in hex.
+func (c *Writer) makeRecord(r Record, dataSum *[sha256.Size]byte) error {
 	if c.err != nil {
 		return c.err
 	}
 	r.Seq, r.Prev, r.Time = c.seq, c.prev, c.now().UTC()
-	line, encoded := c.line[:0], false
+	start := len(c.unwritten)
+	line, encoded := c.unwritten, false
 	if dataSum != nil && len(r.Attrs) == 0 && r.Sig == "" {
 		line, encoded = appendDataLine(line, r.Seq, r.Prev, r.Time, r.Type, r.Data, dataSum)
 	}
@@ -215,19 +245,51 @@ func (c *Writer) writeLine(r Record, dataSum *[sha256.Size]byte) error {
 		}
 		var err error
 		if line, err = marshalRecord(line, r); err != nil {
+			c.unwritten = line[:start]
 			c.err = fmt.Errorf("integrity: encode: %w", err)
 			return c.err
 		}
 	}
-	sum := sha256.Sum256(line)
-	line = append(line, '\n')
-	c.line = line
-	if _, err := c.w.Write(line); err != nil {
-		c.err = fmt.Errorf("integrity: write log: %w", err)
-		return c.err
-	}
+	sum := sha256.Sum256(line[start:])
+	c.unwritten = append(line, '\n')
 	c.seq++
 	var prev [2 * sha256.Size]byte
 	c.prev = string(hex.AppendEncode(prev[:0], sum[:]))
 	return nil
+}
+
+// maxUnwritten bounds the records a failing log holds back: past it the
+// writer gives up (a sticky error) rather than grow without bound.
+const maxUnwritten = 256 << 10
+
+// writeOut writes the unwritten lines. The whole-record rule: a write that
+// fails part-way (a full disk, a file-size limit) is cut back to the end
+// of the last whole record it stored, so the log never ends in a torn
+// line, and the records after it stay unwritten for the next try; the
+// error is returned, not kept. Only when the cut itself fails (or w
+// cannot be cut) does a torn line stay, and then the error is sticky:
+// nothing may follow it.
+func (c *Writer) writeOut() error {
+	if len(c.unwritten) == 0 {
+		return nil
+	}
+	n, err := c.w.Write(c.unwritten)
+	if err == nil {
+		c.unwritten = c.unwritten[:0]
+		return nil
+	}
+	err = fmt.Errorf("integrity: write log: %w", err)
+	whole := bytes.LastIndexByte(c.unwritten[:n], '\n') + 1
+	if n > whole {
+		if cerr := wholewrite.CutBack(c.w, int64(n-whole)); cerr != nil {
+			c.err = errors.Join(err, cerr)
+			return c.err
+		}
+	}
+	c.unwritten = c.unwritten[:copy(c.unwritten, c.unwritten[whole:])]
+	if len(c.unwritten) > maxUnwritten {
+		c.err = fmt.Errorf("%w; %d bytes of records not written, past the bound", err, len(c.unwritten))
+		return c.err
+	}
+	return err
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/wholewrite"
 	"github.com/aptl/aptl-kali-capture/internal/writeback"
 )
 
@@ -95,6 +96,20 @@ func (f *digestFile) Write(p []byte) (int, error) {
 	f.sum.Write(p[:n])
 	f.size += int64(n)
 	return n, err
+}
+
+// writeWhole writes p whole or not at all (package wholewrite): the
+// timing file's lines and the typescript's header and done line, which
+// readers parse as units. Typescript data is written with Write: a short
+// write's bytes are recorded as stored, the rest as a gap.
+func (f *digestFile) writeWhole(p []byte) error {
+	torn, err := wholewrite.Write(f.File, p)
+	if err == nil {
+		torn = len(p)
+	}
+	f.sum.Write(p[:torn])
+	f.size += int64(torn)
+	return err
 }
 
 // WriteString shadows the embedded *os.File's, which would write without
@@ -274,7 +289,12 @@ func (s *Session) closeEvidence(exitCode int, extra []Header, failure error) err
 	if failure != nil {
 		a["write_error"] = failure.Error()
 	}
+	// The close record is made even when the log cannot take it yet; on
+	// the reserve's room it is written with those held back before it.
 	err := s.chain.Append(vocab.TypeClose, withExactValues(a))
+	if err != nil && s.drawOnReserve() {
+		err = s.chain.Flush()
+	}
 	if err == nil {
 		err = s.chain.Checkpoint(s.fileAttrs())
 	}

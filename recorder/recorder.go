@@ -76,7 +76,7 @@ func ValidID(s string) bool {
 // (`_audit`, `_proc-acct`, `_sidecar`), which may never be a run id.
 func ReservedRunID(name string) bool {
 	switch name {
-	case "_audit", "_proc-acct", "_sidecar":
+	case "_audit", "_proc-acct", vocab.SidecarDir:
 		return true
 	}
 	return false
@@ -124,10 +124,14 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	s := &Session{dirs: dirs, now: now, start: now(), opts: opts, counted: map[string]int64{}, tty: m.TTY}
 	defer func() {
 		if err != nil {
+			s.releaseReserve()
 			s.abortWitnesses()
 			err = errors.Join(err, s.closeRecordFiles(), dirs.removeMade(), dirs.close())
 		}
 	}()
+	if s.reserve, err = openReserve(root); err != nil {
+		return nil, err
+	}
 	if err := s.openFiles(); err != nil {
 		return nil, err
 	}

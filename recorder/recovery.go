@@ -83,6 +83,12 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
+		// A recovery file that did not get its records whole (a full
+		// disk) goes again: its name alone would tell the next start
+		// the session was recovered.
+		if err != nil {
+			err = errors.Join(err, d.removeMade())
+		}
 	}()
 	w := integrity.ContinueWriter(f, rep.RunID, rep.SessionID, signer, now, uint64(last+1), rep.ChainHead)
 	if err := w.Append(vocab.TypeRecovery, attrs); err != nil {

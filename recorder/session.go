@@ -54,6 +54,8 @@ type Session struct {
 	control         controlState     // control-event bound and coalescing (control.go)
 	witnesses       []Witness        // opened by create, closed by Close (witness.go)
 	witnessDirty    bool             // a witness has evidence no checkpoint signed yet
+	reserve         *os.File         // the closing records' space (reserve.go); nil once drawn on or released
+	tailed          bool             // the reserve became the record files' tails
 }
 
 // Dir returns the session directory, <root>/<run_id>/<session_id>.
@@ -181,8 +183,13 @@ func (s *Session) writable() error {
 
 // fail makes a non-nil err sticky: once the record is incomplete, every later
 // write reports the same failure. Callers hold mu.
+// The first failure draws on the reserve, before anything else on the
+// volume takes the room it gives back (reserve.go).
 func (s *Session) fail(err error) error {
 	if err != nil {
+		if s.err == nil {
+			s.drawOnReserve()
+		}
 		s.err = err
 	}
 	return err
@@ -209,7 +216,7 @@ func (s *Session) elapsedAt(t time.Time) time.Duration {
 }
 
 func (s *Session) writeTiming(b []byte) error {
-	if _, err := s.tm.Write(b); err != nil {
+	if err := s.tm.writeWhole(b); err != nil {
 		return fmt.Errorf("recorder: write timing: %w", err)
 	}
 	return nil
@@ -217,7 +224,7 @@ func (s *Session) writeTiming(b []byte) error {
 
 // writeStart writes the typescript header line and the start H entries.
 func (s *Session) writeStart(m Meta, wall time.Time) error {
-	if _, err := s.ts.Write(scriptfmt.StartLine(m.start(), wall)); err != nil {
+	if err := s.ts.writeWhole(scriptfmt.StartLine(m.start(), wall)); err != nil {
 		return fmt.Errorf("recorder: write typescript header: %w", err)
 	}
 	return s.writeTiming(scriptfmt.AppendHeaders(nil, startHeaders(m, wall)))
@@ -231,9 +238,9 @@ func (s *Session) writeStart(m Meta, wall time.Time) error {
 //
 // Close always releases the files. An invalid extra header name is a
 // programming error: the extras are skipped and the error returned. After a
-// write failure the trailer is not written (the close record, if it can be,
-// still is) and that failure is returned again. A second Close returns nil
-// and writes nothing.
+// write failure the trailer and the close record are still written, on the
+// session's reserve when the disk is full, and that failure is returned
+// again. A second Close returns nil and writes nothing.
 func (s *Session) Close(exitCode int, extra ...Header) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,11 +260,10 @@ func (s *Session) Close(exitCode int, extra ...Header) error {
 	if s.err == nil && s.recordResizes() == nil {
 		s.fail(s.dropControlRecords())
 	}
+	// After a write failure too: the trailer is written on the reserve
+	// (reserve.go), whole or not at all, after the bytes that were stored.
 	failure := s.err
-	errs := []error{failure, nameErr}
-	if failure == nil {
-		errs = append(errs, s.writeTrailer(exitCode, extra))
-	}
+	errs := []error{failure, nameErr, s.writeTrailer(exitCode, extra)}
 	errs = append(errs, s.closeEvidence(exitCode, extra, failure), s.syncAndClose())
 	return errors.Join(errs...)
 }
@@ -266,14 +272,16 @@ func (s *Session) Close(exitCode int, extra ...Header) error {
 // entries, in the order of script's log_close.
 func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 	now := s.now()
-	if _, err := s.ts.Write(scriptfmt.DoneLine(now, exitCode)); err != nil {
+	done := scriptfmt.DoneLine(now, exitCode)
+	if err := s.withReserve(func() error { return s.ts.writeWhole(done) }); err != nil {
 		return fmt.Errorf("recorder: write typescript trailer: %w", err)
 	}
 	hs := []Header{
 		{Name: "DURATION", Value: string(scriptfmt.AppendSeconds(nil, s.elapsedAt(now)))},
 		{Name: "EXIT_CODE", Value: strconv.Itoa(exitCode)},
 	}
-	return s.writeTiming(scriptfmt.AppendHeaders(nil, append(hs, extra...)))
+	closing := scriptfmt.AppendHeaders(nil, append(hs, extra...))
+	return s.withReserve(func() error { return s.writeTiming(closing) })
 }
 
 // syncAndClose makes the record durable: the three files, then the folders
@@ -282,7 +290,9 @@ func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 func (s *Session) syncAndClose() error {
 	// An fsync still running beside the copiers ends before the files
 	// close; its failure is reported with the others.
-	errs := []error{s.reapSync(true), syncFiles(s.recordFiles())}
+	errs := []error{s.reapSync(true)}
+	s.releaseReserve()
+	errs = append(errs, syncFiles(s.recordFiles()))
 	errs = append(errs, s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())
 	return errors.Join(errs...)
 }

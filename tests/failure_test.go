@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/launch"
 )
 
@@ -69,7 +70,8 @@ func TestLauncherLost(t *testing.T) {
 
 // TestFullDiskStopsDelivery fills a small tmpfs capture root with output:
 // once the recorder cannot write, the session ends with close reason
-// io-error, and the client never receives a byte that was not recorded.
+// disk-full, the client never receives a byte that was not recorded, and
+// the record is finalized on the session's reserve and verifies.
 func TestFullDiskStopsDelivery(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a small tmpfs as the capture root")
@@ -97,7 +99,9 @@ func TestFullDiskStopsDelivery(t *testing.T) {
 	if len(res.stdout) == 0 || len(res.stdout) > strings.Count(body, "x") {
 		t.Errorf("client received %d bytes, the record holds %d: delivery must never pass the record", len(res.stdout), strings.Count(body, "x"))
 	}
-	if !strings.Contains(h.logs.String(), "reason=io-error") {
-		t.Error("the log does not say the session ended on an I/O error")
+	if !strings.Contains(h.logs.String(), "reason=disk-full") || !strings.Contains(res.stderr, "capture volume is full") {
+		t.Errorf("the log and the client (%q) do not say the session ended on a full disk", res.stderr)
 	}
+	// The session's reserve held the closing records: finalized, verifying.
+	checkFinalized(t, h.sessionDir("_unbound", "full-1"), h.hostKey, vocab.CloseDiskFull)
 }

@@ -92,6 +92,11 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err != nil {
 		log.Error("listing sessions for recovery incomplete", "err", err.Error())
 	}
+	// Reserves a crash left named (only without O_TMPFILE) are removed
+	// before any session takes one.
+	if err := recorder.SweepReserves(cfg.root); err != nil {
+		log.Error("removing stale reserves incomplete", "err", err.Error())
+	}
 	launcher, probe, err := newLauncher(cfg, log)
 	if err != nil {
 		return err

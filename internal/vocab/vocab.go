@@ -13,6 +13,12 @@ const (
 	RecoveryFile   = "recovery.jsonl"
 )
 
+// SidecarDir is the sidecar's own folder in the capture root (a reserved
+// run id): it holds the sessions' reserves of space for their closing
+// records (recorder/reserve.go), never a session; the examiner's listing
+// skips it.
+const SidecarDir = "_sidecar"
+
 // Format names the integrity log's record format; the open record carries it.
 const Format = "aptl-integrity/1"
 
@@ -97,6 +103,10 @@ const (
 	CloseSidecarShutdown = "sidecar-shutdown"
 	CloseLauncherLost    = "launcher-lost"
 	CloseIOError         = "io-error"
+	// CloseDiskFull: the recording failed because the capture volume
+	// was full (ENOSPC, EDQUOT); the record was closed on the space its
+	// session had reserved (recorder/reserve.go).
+	CloseDiskFull = "disk-full"
 	// CloseLaunchFailed: the launcher could not start the process.
 	CloseLaunchFailed = "launch-failed"
 )
@@ -104,7 +114,7 @@ const (
 // CloseReasons lists every close reason, in the README's order.
 var CloseReasons = []string{
 	CloseShellExited, CloseClientClosed, CloseClientEOF, CloseSidecarShutdown,
-	CloseLauncherLost, CloseIOError, CloseLaunchFailed,
+	CloseLauncherLost, CloseIOError, CloseLaunchFailed, CloseDiskFull,
 }
 
 // Provenance headers: the sidecar's own H lines in the timing file, beside

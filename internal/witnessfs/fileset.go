@@ -1,16 +1,15 @@
 package witnessfs
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"os"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/wholewrite"
 	"github.com/aptl/aptl-kali-capture/internal/writeback"
 )
 
@@ -38,9 +37,10 @@ type FileSet struct {
 	Class     string             // the prefix of its error texts: vocab.ClassPcap
 	Name      func(n int) string // the n-th file's name, n from 1
 	CountAttr string             // what File.Stored counts: vocab.AttrPackets
-	// Buffer is the user-space buffer of the current file, flushed at each
-	// Sync; 0: every Write is one write(2), so a crash of the sidecar loses
-	// nothing already written.
+	// Buffer is the user-space buffer of the current file: whole items
+	// are held until they reach it and then written, between items, and
+	// at each Sync; 0: every Write is one write(2), so a crash of the
+	// sidecar loses nothing already written.
 	Buffer int
 	Limits Limits
 	Create func(name string) (*os.File, error) // makes a new file 0600 in the witness's folder
@@ -49,19 +49,32 @@ type FileSet struct {
 	cur      *File
 	finished []FileRecord // not yet taken
 	err      error
+	lost     int64 // items taken whole but lost when their write failed
 }
 
-// File is the file being written. It is an io.Writer: what it takes is
-// in its size and digest.
+// File is the file being written. It is an io.Writer; what it takes is
+// in size and count (which rotation goes by), but its record and the
+// checkpoints vouch only for what write(2) stored in the file (stored,
+// sum, storedCount): bytes held in the user-space buffer are not counted
+// before they are written, so no claim runs past the file.
 type File struct {
-	Name        string
-	f           *os.File
-	w           io.Writer     // f, or buf
-	buf         *bufio.Writer // nil without FileSet.Buffer
-	sum         hash.Hash
-	size        int64 // bytes written, buffered ones included
-	count       int64
-	first, last time.Time
+	Name string
+	set  *FileSet
+	f    *os.File
+	// held are the bytes of whole items taken but not yet written (with
+	// FileSet.Buffer), then those of the item being written; heldEnd is
+	// where the whole items end. Without a buffer every Write is one
+	// write(2), whole or not at all, and nothing is held.
+	held    []byte
+	heldEnd int
+	sum     hash.Hash // of the bytes stored in f
+	stored  int64     // bytes write(2) stored in f
+	size    int64     // bytes taken, held ones included
+	count   int64     // items taken, held ones included
+	// storedCount items are whole in f, the last of them of time storedLast.
+	storedCount       int64
+	first, storedLast time.Time
+	last              time.Time // of the last item taken
 }
 
 // Next returns the file that need more bytes go into: the current one, or,
@@ -89,21 +102,30 @@ func (s *FileSet) Next(need int64) (f *File, full bool) {
 			s.err = fmt.Errorf("%s: create %s: %w", s.Class, name, err)
 			return nil, false
 		}
-		s.cur = &File{Name: name, f: f, w: f, sum: sha256.New()}
-		if s.Buffer > 0 {
-			s.cur.buf = bufio.NewWriterSize(f, s.Buffer)
-			s.cur.w = s.cur.buf
-		}
+		s.cur = &File{Name: name, set: s, f: f, sum: sha256.New()}
 	}
 	return s.cur, false
 }
 
-// Write writes p to the file, through the buffer when there is one.
+// Write writes p to the file: with a buffer it is held, and the whole
+// items held before it are written first once they fill the buffer;
+// without one it is written at once, whole or not at all.
 func (f *File) Write(p []byte) (int, error) {
-	n, err := f.w.Write(p)
-	f.sum.Write(p[:n])
-	f.size += int64(n)
-	return n, err
+	if f.set.Buffer <= 0 {
+		if err := f.store(p); err != nil {
+			return 0, err
+		}
+		f.size += int64(len(p))
+		return len(p), nil
+	}
+	if len(f.held) == f.heldEnd && f.heldEnd >= f.set.Buffer {
+		if err := f.flush(); err != nil {
+			return 0, err
+		}
+	}
+	f.held = append(f.held, p...)
+	f.size += int64(len(p))
+	return len(p), nil
 }
 
 // Stored counts n items written whole, the last of them of time t.
@@ -113,6 +135,44 @@ func (f *File) Stored(n int64, t time.Time) {
 	}
 	f.count += n
 	f.last = t
+	if f.set.Buffer <= 0 {
+		f.storedCount, f.storedLast = f.count, t
+		return
+	}
+	f.heldEnd = len(f.held)
+}
+
+// store writes p whole or not at all (package wholewrite) and counts it.
+func (f *File) store(p []byte) error {
+	torn, err := wholewrite.Write(f.f, p)
+	if err == nil {
+		torn = len(p)
+	}
+	f.sum.Write(p[:torn])
+	f.stored += int64(torn)
+	if err != nil {
+		return fmt.Errorf("%s: write %s: %w", f.set.Class, f.Name, err)
+	}
+	return nil
+}
+
+// flush writes the whole items held; the item being written, if any,
+// stays held. When the write fails they are lost (the cut leaves the file
+// at the last whole item): FileSet.Lost counts them for the witness's gap.
+func (f *File) flush() error {
+	if f.heldEnd == 0 {
+		return nil
+	}
+	err := f.store(f.held[:f.heldEnd])
+	if err != nil {
+		f.set.lost += f.count - f.storedCount
+		f.count = f.storedCount
+	} else {
+		f.storedCount, f.storedLast = f.count, f.last
+	}
+	f.held = f.held[:copy(f.held, f.held[f.heldEnd:])]
+	f.heldEnd = 0
+	return err
 }
 
 // Fail ends storing for the session with err; the witness wraps err with
@@ -122,19 +182,17 @@ func (s *FileSet) Fail(err error) { s.err = err }
 // Err is the error that ended storing, if one did.
 func (s *FileSet) Err() error { return s.err }
 
+// Held is how many items taken (File.Stored) are in the buffer, not yet
+// written.
+func (f *File) Held() int64 { return f.count - f.storedCount }
+
+// Lost is how many items were taken (File.Stored) but lost with the
+// buffer whose write failed: the witness counts them in its gap of
+// items not stored.
+func (s *FileSet) Lost() int64 { return s.lost }
+
 // Made is how many files were made.
 func (s *FileSet) Made() int { return s.made }
-
-// flush writes the buffer to the file.
-func (s *FileSet) flush(f *File) error {
-	if f.buf == nil {
-		return nil
-	}
-	if err := f.buf.Flush(); err != nil {
-		return fmt.Errorf("%s: write %s: %w", s.Class, f.Name, err)
-	}
-	return nil
-}
 
 // Sync flushes the current file and makes it durable; it returns the
 // file's name, size and running digest for the checkpoint, or "" when no
@@ -145,13 +203,13 @@ func (s *FileSet) Sync() (name string, size int64, sum string) {
 		return "", 0, ""
 	}
 	if s.err == nil {
-		err := s.flush(f)
+		err := f.flush()
 		if err == nil {
 			err = writeback.Sync(f.f)
 		}
 		s.err = err
 	}
-	return f.Name, f.size, hex.EncodeToString(f.sum.Sum(nil))
+	return f.Name, f.stored, hex.EncodeToString(f.sum.Sum(nil))
 }
 
 // Finish flushes, syncs and closes the current file and keeps its record;
@@ -165,10 +223,15 @@ func (s *FileSet) Finish() {
 	s.cur = nil
 	errs := []error{s.err}
 	if s.err == nil {
-		errs = append(errs, s.flush(f), writeback.Sync(f.f))
+		errs = append(errs, f.flush(), writeback.Sync(f.f))
+	} else {
+		s.lost += f.count - f.storedCount // held when storing ended
 	}
 	errs = append(errs, f.f.Close())
-	rec := FileRecord{Name: f.Name, CountAttr: s.CountAttr, Count: f.count, Size: f.size, SHA256: hex.EncodeToString(f.sum.Sum(nil)), First: f.first, Last: f.last}
+	rec := FileRecord{Name: f.Name, CountAttr: s.CountAttr, Count: f.storedCount, Size: f.stored, SHA256: hex.EncodeToString(f.sum.Sum(nil))}
+	if f.storedCount > 0 {
+		rec.First, rec.Last = f.first, f.storedLast
+	}
 	if err := errors.Join(errs...); err != nil {
 		s.err = err
 		rec.WriteFailure = err.Error()

@@ -65,6 +65,18 @@ func (c *counted) add(p *packet) {
 	c.last = p.ts
 }
 
+// merge adds o's packets to c.
+func (c *counted) merge(o counted) {
+	if c.packets == 0 || o.first.Before(c.first) {
+		c.first = o.first
+	}
+	if o.last.After(c.last) {
+		c.last = o.last
+	}
+	c.packets += o.packets
+	c.bytes += o.bytes
+}
+
 func (c *counted) gapAttrs(reason string) map[string]string {
 	return map[string]string{
 		vocab.AttrReason: reason, vocab.AttrStream: vocab.StreamPcap,
@@ -79,6 +91,9 @@ type fileSet struct {
 	// rotated counts packets past Limits.Files; failed those after a
 	// write error, which ends storing for the session.
 	rotated, failed counted
+	// held counts the packets in the FileSet's buffer, not yet written:
+	// lost with it when its write fails (gapAccounts).
+	held counted
 	// cur writes the FileSet's current file (or its last one); a new
 	// file gets a new pcapng writer, with its own section header.
 	cur *pcapFile
@@ -123,6 +138,20 @@ func (s *fileSet) write(p *packet) {
 	if err := s.cur.write(p); err != nil {
 		s.Fail(err)
 		s.failed.add(p)
+		return
+	}
+	if f.Held() == 1 {
+		s.held = counted{} // the ones before p reached the file
+	}
+	s.held.add(p)
+}
+
+// gapAccounts folds the packets lost with a buffer whose write failed
+// (witnessfs.FileSet.Lost) into failed, once storing has ended.
+func (s *fileSet) gapAccounts() {
+	if s.Lost() > 0 && s.held.packets > 0 {
+		s.failed.merge(s.held)
+		s.held = counted{}
 	}
 }
 

@@ -179,6 +179,7 @@ func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
 	t.filesMu.Lock()
 	defer t.filesMu.Unlock()
 	t.files.Finish()
+	t.files.gapAccounts()
 	if err := t.emitFinished(emit); err != nil {
 		return nil, err
 	}
