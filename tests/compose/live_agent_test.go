@@ -24,9 +24,12 @@ func liveAgentRestarts(t *testing.T, s *liveStack) {
 
 // readOnlyProbe tries, as root in the workload, every way to change the
 // agent's files; a line starting with CHANGED is the boundary failing.
+// (`true`, not `:`, for the append: a failed redirection of a special
+// builtin ends a POSIX shell. Appending to the running agent fails with
+// ETXTBSY before the mount is looked at; the others fail with EROFS.)
 const readOnlyProbe = `
 for f in /opt/aptl-agent/aptl-launch-agent /opt/aptl-agent/aptl-agent-supervise; do
-	: >>"$f" && echo "CHANGED append $f"
+	true >>"$f" && echo "CHANGED append $f"
 	cp /bin/true "$f.new" && echo "CHANGED create $f.new"
 	cp /bin/true /tmp/t && mv -f /tmp/t "$f" && echo "CHANGED replace $f"
 	rm -f "$f" && echo "CHANGED remove $f"
@@ -191,6 +194,14 @@ func liveStandInAgent(t *testing.T, s *liveStack, id string) {
 	}
 	// Throwaway ids until the stand-in serves (a refused start uses its id up).
 	t.Logf("the stand-in serves sessions %v after it was planted", s.sessionWorks("via-stand-in", 30*time.Second).Round(100*time.Millisecond))
+	var agentLines []string
+	for _, line := range strings.Split(s.sidecarLogSince(since), "\n") {
+		if strings.Contains(line, "launch agent") || strings.Contains(line, "launch-failed") {
+			agentLines = append(agentLines, line)
+		}
+	}
+	standInLog, _ := run(t, 10*time.Second, nil, "docker", "exec", s.workload, "head", "-c", "2000", "/tmp/stand-in.log")
+	t.Logf("the sidecar's agent lines since the stand-in was planted:\n%s\nthe stand-in's log:\n%s", strings.Join(agentLines, "\n"), standInLog)
 	out, err := s.ssh(20*time.Second, id, false, "echo via-the-stand-in")
 	if err != nil || !strings.Contains(out, "via-the-stand-in") {
 		t.Fatalf("session through the stand-in: %v\n%s\nsidecar:\n%s", err, out, s.sidecarLogSince(since))
