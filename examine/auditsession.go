@@ -66,6 +66,11 @@ func (v *verifier) noteUnattributed(r *integrity.Record, seq, off int64) {
 		return
 	}
 	v.rep.Unattributed = reason
+	if reason == vocab.UnattributedAuditUnconfirmed {
+		v.note(NoteUnattributed, "the session's processes are unattributed (%s): no SYSCALL record of audit session %s on %s within %s, the witness saw",
+			reason, printable(r.Attrs[vocab.AttrAuditSes]), orNone(truncateText(r.Attrs[vocab.AttrAuditTTY])), printable(r.Attrs[vocab.AttrWithin]))
+		return
+	}
 	v.note(NoteUnattributed, "the session's processes are unattributed (%s): no audit session of their own; %q", reason, truncateText(r.Attrs[vocab.AttrAuditSesReason]))
 }
 

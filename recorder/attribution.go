@@ -30,7 +30,7 @@ func (s *Session) BindAuditSession(ses uint32) error {
 	}
 	for _, w := range s.witnesses {
 		if b, ok := w.(AuditBinder); ok {
-			b.BindAuditSession(ses)
+			b.BindAuditSession(ses, s.tty)
 		}
 	}
 	return nil

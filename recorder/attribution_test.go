@@ -33,7 +33,7 @@ type binderWitness struct {
 	bound []uint32
 }
 
-func (w *binderWitness) BindAuditSession(ses uint32) { w.bound = append(w.bound, ses) }
+func (w *binderWitness) BindAuditSession(ses uint32, _ string) { w.bound = append(w.bound, ses) }
 
 type plainSource struct{}
 

@@ -314,8 +314,16 @@ const (
 	// for the session (a loginuid already set, as in a stand-in agent
 	// that root started from a session; no kernel audit; an older agent).
 	UnattributedNoAuditSession = "no-audit-session"
+	// UnattributedAuditUnconfirmed: the audit witness saw no SYSCALL
+	// record of the session's reported audit session on the session's
+	// terminal (AttrAuditTTY; "(none)" without a PTY) within AttrWithin
+	// of the bind, or before the session closed: the reported ses may be
+	// another session's.
+	UnattributedAuditUnconfirmed = "audit-unconfirmed"
+	// AttrWithin is the bound the confirmation had (a Go duration).
+	AttrWithin = "within"
 )
 
 // UnattributedReasons lists every reason of an unattributed record, in the
 // README's order.
-var UnattributedReasons = []string{UnattributedNoAuditSession}
+var UnattributedReasons = []string{UnattributedNoAuditSession, UnattributedAuditUnconfirmed}

@@ -163,13 +163,14 @@ func liveSessionWaitsForAgent(t *testing.T, s *liveStack) {
 }
 
 // standInScript runs as root from a session: it holds the supervisor, kills
-// the real agent and, once it is gone, runs the agent's binary itself,
+// the real agent and, once its socket is gone (its process stays a zombie
+// while the held supervisor does not reap it), runs the agent's binary itself,
 // detached, in its place. Started from the session, its loginuid is the
 // session's, which it cannot change (no CAP_AUDIT_CONTROL): the sessions it
 // starts get no audit session of their own.
 const standInScript = `
 pkill -STOP -f aptl-agent-supervise
-setsid sh -c 'n=0; while pgrep -x aptl-launch-age >/dev/null && [ $n -lt 100 ]; do n=$((n+1)); sleep 0.1; done
+setsid sh -c 'n=0; while ss -Hxl | grep -q " @aptl-launch-agent " && [ $n -lt 100 ]; do n=$((n+1)); sleep 0.1; done
 	exec /opt/aptl-agent/aptl-launch-agent -users kali -peer-uid 0 -peer-gid 10001' </dev/null >/tmp/stand-in.log 2>&1 &
 echo STAND-IN-STARTED
 pkill -KILL -x aptl-launch-age

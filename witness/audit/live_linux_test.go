@@ -211,7 +211,7 @@ func TestLiveSessionRecords(t *testing.T) {
 	script := fmt.Sprintf(`/usr/bin/id >/dev/null; exec 3<>/dev/tcp/127.0.0.1/%d; exec 3>&-; echo hi > %s; `+
 		`/bin/echo marker-session >/dev/null; if echo 1 > /proc/self/loginuid 2>/dev/null; then exit 7; fi; exit 0`, port, target)
 	ses, wait := sessionProcess(t, 4242, script)
-	w.(recorder.AuditBinder).BindAuditSession(ses)
+	w.(recorder.AuditBinder).BindAuditSession(ses, "")
 	otherSes, waitOther := sessionProcess(t, 4243, "/bin/echo marker-other-session >/dev/null")
 	_, waitUnset := sessionProcess(t, 0, "/bin/echo marker-unset >/dev/null")
 	wait()
