@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -110,8 +110,8 @@ type Engine struct {
 	// processes, so a session's audit session can be confirmed on its
 	// terminal (witness_linux.go, confirmation). Set by Start.
 	execAudited bool
-	gapsLog  *rootLog
-	stats    Stats
+	gapsLog     *rootLog
+	stats       Stats
 	// settledAt is the instant before which every record the kernel
 	// sent has been read and every event delivered (assembler.settled).
 	settledAt time.Time
