@@ -138,7 +138,9 @@ func sessionProcess(t testing.TB, auid int, script string) (ses uint32, wait fun
 		pre = fmt.Sprintf("echo %d > /proc/self/loginuid || exit 9; ", auid)
 	}
 	full := pre + "cat /proc/self/sessionid > " + sesFile + ".tmp && mv " + sesFile + ".tmp " + sesFile + "; " + script
-	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "setpriv", "--bounding-set", "-audit_control", "--", "bash", "-c", full)
+	// setsid: no controlling terminal, so the kernel's records say
+	// tty=(none), as for a session without a PTY.
+	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "setsid", "setpriv", "--bounding-set", "-audit_control", "--", "bash", "-c", full)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -259,6 +261,11 @@ func TestLiveSessionRecords(t *testing.T) {
 		if !strings.HasPrefix(line, "type=") || !strings.Contains(line, " msg=audit(") {
 			t.Errorf("not auditd's log format: %q", line)
 		}
+	}
+	// The kernel's own records confirmed the bound ses on the session's
+	// terminal ("(none)": no PTY), so the chain claims no unattributed session.
+	if log, _ := os.ReadFile(filepath.Join(sess.Dir(), vocab.PTYDir, vocab.LogFile)); !bytes.Contains(log, []byte(`"type":"audit-file"`)) || bytes.Contains(log, []byte(`"type":"unattributed"`)) {
+		t.Errorf("session confirmed by the kernel's records: want audit-file records and no unattributed record:\n%s", log)
 	}
 	verifyDetectsTampering(t, sess.Dir(), signer)
 	ausearchFinds(t, filepath.Join(root, vocab.AuditRootDir, vocab.AuditLogFile), "aptl_exec", "/usr/bin/id")
