@@ -17,6 +17,7 @@ import (
 func liveAgentRestarts(t *testing.T, s *liveStack) {
 	t.Run("agent's files read-only for root", func(t *testing.T) { liveAgentFilesReadOnly(t, s) })
 	t.Run("health says launch=degraded", func(t *testing.T) { liveLaunchDegraded(t, s) })
+	t.Run("session at once after the agent is killed", func(t *testing.T) { liveSessionAtOnce(t, s) })
 	t.Run("session waits for a restarting agent", func(t *testing.T) { liveSessionWaitsForAgent(t, s) })
 	const id = "s-stand-in"
 	t.Run("stand-in agent leaves unattributed sessions", func(t *testing.T) { liveStandInAgent(t, s, id) })
@@ -130,6 +131,31 @@ func liveLaunchDegraded(t *testing.T, s *liveStack) {
 	}
 }
 
+// waitedFor is the wait the sidecar's log states ("waited=..."), or "".
+func waitedFor(log string) string {
+	_, after, ok := strings.Cut(log, "launch agent answered; the session starts")
+	if !ok {
+		return ""
+	}
+	_, w, _ := strings.Cut(after, "waited=")
+	return strings.Fields(w + " ")[0]
+}
+
+// liveSessionAtOnce is issue 25's measurement: the agent killed with its
+// supervisor running (it restarts the agent after 1 s), and a session
+// opened at once starts instead of being refused.
+func liveSessionAtOnce(t *testing.T, s *liveStack) {
+	since := time.Now()
+	s.killAgent(t)
+	start := time.Now()
+	out, err := s.ssh(60*time.Second, "s-agent-at-once", false, "echo started-at-once")
+	if err != nil || !strings.Contains(out, "started-at-once") {
+		t.Fatalf("session opened at once after the agent was killed: %v\n%s\nsidecar:\n%s", err, out, s.sidecarLogSince(since))
+	}
+	t.Logf("session opened at once after the kill: ran after %v; the sidecar waited %q for the agent",
+		time.Since(start).Round(10*time.Millisecond), waitedFor(s.sidecarLogSince(since)))
+}
+
 // liveSessionWaitsForAgent: a session opened at once after the agent was
 // killed starts, within the bounded wait, once the supervisor restarts the
 // agent; the supervisor is held until the sidecar's log shows the session
@@ -154,9 +180,10 @@ func liveSessionWaitsForAgent(t *testing.T, s *liveStack) {
 		t.Fatalf("session opened while the agent restarted: %v\n%s\nsidecar:\n%s", r.err, r.out, s.sidecarLogSince(since))
 	}
 	log := s.sidecarLogSince(since)
-	if !waited || !strings.Contains(log, "launch agent answered; the session starts") {
+	if !waited || waitedFor(log) == "" {
 		t.Errorf("the session did not wait for the agent (or the log does not say so):\n%s", log)
 	}
+	t.Logf("with the supervisor held until the session waited: it waited %s", waitedFor(log))
 	if !strings.Contains(log, "launch agent restarted: a new instance answers") {
 		t.Errorf("the agent's restart is not in the sidecar's log:\n%s", log)
 	}
