@@ -30,6 +30,9 @@ func (l *instanceLog) note(in agentwire.Instance, via string) {
 	}
 	prev, seen := l.last, l.seen
 	l.last, l.seen = in, true
+	if l.log == nil { // an Agent built without NewAgent (tests)
+		return
+	}
 	if !in.Reported() {
 		l.log.Warn("launch agent reports no instance (older than instance reporting): its restarts cannot be told apart", "via", via)
 		return
