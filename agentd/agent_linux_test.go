@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,12 +32,26 @@ type testAgent struct {
 	agent *agentclient.Agent
 	home  string
 	logs  *testutil.LockedBuffer
+	stop  func() // shuts the server down; also at the test's end
 }
 
 // newTestAgent starts a server that accepts this very process as its peer
 // (same PID namespace: the insecure development mode). mutate may change
 // the config before the server is built.
 func newTestAgent(t testing.TB, mutate func(*AgentConfig)) *testAgent {
+	t.Helper()
+	socket := filepath.Join(t.TempDir(), "agent.sock")
+	ta := serveTestAgent(t, socket, mutate)
+	var err error
+	if ta.agent, err = agentclient.NewAgent(socket, agentclient.WithReplyTimeout(testutil.FailAfter), agentclient.WithAgentUID(os.Geteuid()), agentclient.InsecureAllowAgentInSamePIDNS()); err != nil {
+		t.Fatal(err)
+	}
+	return ta
+}
+
+// serveTestAgent is newTestAgent's server alone, listening on socket until
+// the test ends (or stop is called: ta.stop).
+func serveTestAgent(t testing.TB, socket string, mutate func(*AgentConfig)) *testAgent {
 	t.Helper()
 	ta := &testAgent{home: t.TempDir(), logs: &testutil.LockedBuffer{}}
 	cfg := AgentConfig{
@@ -64,14 +79,13 @@ func newTestAgent(t testing.TB, mutate func(*AgentConfig)) *testAgent {
 	if err := os.WriteFile(srv.groupPath, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	socket := filepath.Join(dir, "agent.sock")
 	ln, err := ListenAgent(socket, os.Geteuid(), os.Getegid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
+	ta.stop = sync.OnceFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testutil.FailAfter)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
@@ -81,10 +95,8 @@ func newTestAgent(t testing.TB, mutate func(*AgentConfig)) *testAgent {
 			t.Errorf("Serve returned %v", err)
 		}
 	})
+	t.Cleanup(ta.stop)
 	ta.srv = srv
-	if ta.agent, err = agentclient.NewAgent(socket, agentclient.WithReplyTimeout(testutil.FailAfter), agentclient.WithAgentUID(os.Geteuid()), agentclient.InsecureAllowAgentInSamePIDNS()); err != nil {
-		t.Fatal(err)
-	}
 	return ta
 }
 

@@ -7,10 +7,13 @@ package agentd
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +69,9 @@ type AgentServer struct {
 	refusals              *ratelog.Log  // refused peers, rate-limited (newRefusalLog)
 	requestTimeout        time.Duration // agentRequestTimeout; tests shorten it
 	nextConn              atomic.Uint64
+	// instance tells this run of the agent from the next, in every probe-ok
+	// and started reply (internal/agentwire): the sidecar logs each new one.
+	instance agentwire.Instance
 
 	mu       sync.Mutex // guards the fields below
 	closing  bool
@@ -99,8 +105,12 @@ func NewAgentServer(cfg AgentConfig) (*AgentServer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	inst, err := newInstance()
+	if err != nil {
+		return nil, err
+	}
 	login.CatchIgnoredSignals()
-	s := &AgentServer{cfg: cfg, users: map[string]bool{}, passwdPath: login.SystemPasswd, groupPath: login.SystemGroup,
+	s := &AgentServer{instance: inst, cfg: cfg, users: map[string]bool{}, passwdPath: login.SystemPasswd, groupPath: login.SystemGroup,
 		log: cfg.Logger, slots: make(chan struct{}, cfg.MaxSessions), refusals: newRefusalLog(cfg.Logger),
 		requestTimeout: agentRequestTimeout, sessions: map[*agentSession]struct{}{}, leaders: map[int]*agentSession{}}
 	for _, u := range cfg.Users {
@@ -108,6 +118,18 @@ func NewAgentServer(cfg AgentConfig) (*AgentServer, error) {
 	}
 	return s, nil
 }
+
+// newInstance makes this run's instance: a random id, the pid, the time.
+func newInstance() (agentwire.Instance, error) {
+	var id [agentwire.InstanceIDLen / 2]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return agentwire.Instance{}, fmt.Errorf("launch agent: instance id: %w", err)
+	}
+	return agentwire.Instance{ID: hex.EncodeToString(id[:]), PID: uint32(os.Getpid()), Started: time.Now().UTC()}, nil
+}
+
+// Instance is this run's instance, as every probe-ok and started reply carries it.
+func (s *AgentServer) Instance() agentwire.Instance { return s.instance }
 
 // Serve accepts connections on ln until Shutdown, then returns ErrAgentServerClosed.
 func (s *AgentServer) Serve(ln *net.UnixListener) error {
@@ -218,7 +240,7 @@ func (s *AgentServer) serveConn(c *net.UnixConn, id uint64, cred *unix.Ucred) {
 	}
 	if f.Type == agentwire.TypeProbe {
 		log.Debug("probe answered")
-		s.reply(c, log, agentwire.TypeProbeOK, nil)
+		s.reply(c, log, agentwire.TypeProbeOK, agentwire.EncodeProbeOK(s.instance))
 		return
 	}
 	ss, acct, err := s.spawn(f)
@@ -258,7 +280,8 @@ func (s *AgentServer) supervise(c *net.UnixConn, ss *agentSession, acct login.Ac
 		log.Info("session started", "note", id.Note, "audit_note", ss.proc.AuditSessionNote())
 	}
 	s.reply(c, log, agentwire.TypeStarted, agentwire.StartedMsg{User: id.User, UID: uint32(id.UID), GID: uint32(id.GID),
-		Home: id.Home, Shell: id.Shell, Note: id.Note, AuditSes: ses, AuditNote: ss.proc.AuditSessionNote(), AuditReported: true}.Encode())
+		Home: id.Home, Shell: id.Shell, Note: id.Note, AuditSes: ses, AuditNote: ss.proc.AuditSessionNote(), AuditReported: true,
+		Instance: s.instance}.Encode())
 
 	var closing atomic.Bool // set before this goroutine closes c under the reader
 	readerDone := make(chan struct{})

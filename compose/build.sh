@@ -9,6 +9,8 @@
 #                        Labs with registry access: kalilinux/kali-rolling
 #   APTL_CAPTURE_IMAGE   sidecar image tag   (default aptl-kali-capture:local)
 #   APTL_WORKLOAD_IMAGE  workload image tag  (default aptl-kali-workload:local)
+#   APTL_AGENT_DIR       where the agent's files for the workload's read-only
+#                        mount go (default compose/local/agent)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -34,6 +36,18 @@ chmod 0700 "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/
 # The readiness file's directory: the workload's supervisor (root) reads it.
 chmod 0755 "$stage/capture-rootfs/var/lib/aptl-kali-capture-ready"
 cp "$here/kali/aptl-agent-supervise" "$stage/"
+
+# The agent's files for the workload's read-only mount (APTL_AGENT_DIR,
+# docker-compose.yml): each replaced by a rename, since a running agent's
+# binary cannot be written in place (ETXTBSY) and a running stack sees the
+# new files at the agent's next start.
+agent_dir=${APTL_AGENT_DIR:-$here/local/agent}
+mkdir -p "$agent_dir"
+chmod 0755 "$agent_dir"
+for f in aptl-launch-agent aptl-agent-supervise; do
+	install -m 0555 "$stage/$f" "$agent_dir/.$f.new"
+	mv -f "$agent_dir/.$f.new" "$agent_dir/$f"
+done
 
 echo "build: $capture_image" >&2
 docker build -q -f "$here/capture/Dockerfile" -t "$capture_image" "$stage" >/dev/null

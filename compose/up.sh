@@ -17,6 +17,13 @@ if [ "${APTL_SKIP_BUILD:-0}" != 1 ]; then
 	while IFS= read -r line; do export "$line"; done < <("$here/build.sh")
 fi
 
+agent_dir=${APTL_AGENT_DIR:-$here/local/agent}
+if [ ! -x "$agent_dir/aptl-launch-agent" ] || [ ! -x "$agent_dir/aptl-agent-supervise" ]; then
+	echo "up: $agent_dir lacks the agent's files (the workload mounts them read-only); run compose/build.sh, or set APTL_AGENT_DIR" >&2
+	exit 1
+fi
+export APTL_AGENT_DIR="$agent_dir"
+
 if [ -z "${APTL_AUTHORIZED_KEYS:-}" ]; then
 	mkdir -p "$here/local"
 	if [ ! -s "$here/local/client_ed25519" ]; then

@@ -3,6 +3,7 @@ package examine
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +53,34 @@ func (v *verifier) noteAuditSession(r *integrity.Record, seq, off int64) {
 		return
 	}
 	v.rep.AuditSession = &a
+}
+
+// noteUnattributed reports an unattributed record as a note: the
+// session's processes are not in an audit session of their own. A reason
+// the recorder never writes is an anomaly. The why is the launcher's text
+// (the workload's, with the agent adapter): quoted, bounded.
+func (v *verifier) noteUnattributed(r *integrity.Record, seq, off int64) {
+	reason := r.Attrs[vocab.AttrReason]
+	if !slices.Contains(vocab.UnattributedReasons, reason) {
+		v.anomaly(KindRecordMalformed, vocab.LogFile, seq, off, "%s record with reason %q, not one the recorder writes", vocab.TypeUnattributed, truncateText(reason))
+		return
+	}
+	v.rep.Unattributed = reason
+	if reason == vocab.UnattributedAuditUnconfirmed {
+		v.note(NoteUnattributed, "the session's processes are unattributed (%s): no SYSCALL record of audit session %s on %s within %s, the witness saw",
+			reason, printable(r.Attrs[vocab.AttrAuditSes]), orNone(truncateText(r.Attrs[vocab.AttrAuditTTY])), printable(r.Attrs[vocab.AttrWithin]))
+		return
+	}
+	v.note(NoteUnattributed, "the session's processes are unattributed (%s): no audit session of their own; %q", reason, truncateText(r.Attrs[vocab.AttrAuditSesReason]))
+}
+
+// truncateText bounds a record's free text in a report line.
+func truncateText(s string) string {
+	const maxText = 200
+	if len(s) > maxText {
+		return s[:maxText] + "..."
+	}
+	return s
 }
 
 // Bounds of what the terminal cross-check keeps of hostile files: distinct

@@ -89,10 +89,13 @@ const (
 	// NoteRunFolderName: the folder holding the session (or the run
 	// folder given) is not named by the signed run id.
 	NoteRunFolderName Kind = "run-folder-name"
+	// NoteUnattributed: an unattributed record says the session's
+	// processes are not in an audit session of their own.
+	NoteUnattributed Kind = "unattributed"
 	// NoteAuditOtherTTY: SYSCALL records of the session's audit session
 	// name a terminal other than the slave the sidecar allocated.
 	NoteAuditOtherTTY Kind = "audit-other-tty"
 )
 
 // NoteKinds lists every Kind a note can carry.
-var NoteKinds = []Kind{NoteFolderName, NoteRunFolderName, NoteAuditOtherTTY}
+var NoteKinds = []Kind{NoteFolderName, NoteRunFolderName, NoteUnattributed, NoteAuditOtherTTY}

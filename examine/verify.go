@@ -96,6 +96,10 @@ type Report struct {
 	// AuditSession is the session's kernel audit session (auditsession.go);
 	// nil when the log has no audit-session record.
 	AuditSession *AuditSessionReport `json:"audit_session,omitempty"`
+	// Unattributed is the reason of the session's unattributed record
+	// (vocab.Unattributed*): its processes are not in an audit session of
+	// their own. Empty when there is none.
+	Unattributed string `json:"unattributed,omitempty"`
 	// ChainHead is the hash of the last record that chains, which a
 	// recovery record continues from; not part of the printed report.
 	ChainHead string `json:"-"`
@@ -447,6 +451,8 @@ func (v *verifier) checkRecord(r *integrity.Record, seq, off int64) bool {
 		v.claimPrefixes(r.Attrs, seq)
 	case vocab.TypeAuditSession:
 		v.noteAuditSession(r, seq, off)
+	case vocab.TypeUnattributed:
+		v.noteUnattributed(r, seq, off)
 	}
 	return true
 }

@@ -30,7 +30,7 @@ func (s *Session) BindAuditSession(ses uint32) error {
 	}
 	for _, w := range s.witnesses {
 		if b, ok := w.(AuditBinder); ok {
-			b.BindAuditSession(ses)
+			b.BindAuditSession(ses, s.tty)
 		}
 	}
 	return nil
@@ -38,11 +38,33 @@ func (s *Session) BindAuditSession(ses uint32) error {
 
 // NoAuditSession records that the session has no kernel audit session of
 // its own, and why (`audit_ses_reason`): its processes' audit records cannot
-// be told apart from others by `ses`. No witness is bound.
+// be told apart from others by `ses`. No witness is bound. An unattributed
+// record follows at once, saying so in the chain's own words, so that a
+// session run by something other than the real agent (root's program in
+// its place, which cannot set the session's loginuid) is never silent.
 func (s *Session) NoAuditSession(reason string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.appendAuditSession(map[string]string{vocab.AttrAuditSesReason: reason})
+	if err := s.appendAuditSession(map[string]string{vocab.AttrAuditSesReason: reason}); err != nil {
+		return err
+	}
+	return s.appendUnattributed(vocab.UnattributedNoAuditSession, map[string]string{vocab.AttrAuditSesReason: reason})
+}
+
+// appendUnattributed appends an unattributed record with reason (a
+// vocab.Unattributed* value) and attrs. Callers hold mu.
+func (s *Session) appendUnattributed(reason string, attrs map[string]string) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
+	all := map[string]string{vocab.AttrReason: reason}
+	for k, v := range attrs {
+		all[k] = v
+	}
+	if err := s.fail(s.chain.Append(vocab.TypeUnattributed, withExactValues(all))); err != nil {
+		return err
+	}
+	return s.dirtied(0)
 }
 
 // appendAuditSession appends the audit-session record. Callers hold mu.

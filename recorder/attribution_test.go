@@ -33,7 +33,7 @@ type binderWitness struct {
 	bound []uint32
 }
 
-func (w *binderWitness) BindAuditSession(ses uint32) { w.bound = append(w.bound, ses) }
+func (w *binderWitness) BindAuditSession(ses uint32, _ string) { w.bound = append(w.bound, ses) }
 
 type plainSource struct{}
 
@@ -95,9 +95,26 @@ func TestNoAuditSession(t *testing.T) {
 	if a := rep.AuditSession; a == nil || a.Ses != 0 || a.Reason != why {
 		t.Errorf("verify reports audit session %+v, want the reason", a)
 	}
+	// Never silence: the chain says the processes are unattributed, and
+	// verify reports it.
+	if log := readLog(t, s.Dir()); !strings.Contains(log, `"type":"unattributed","attrs":{"audit_ses_reason":"`+why+`","reason":"no-audit-session"}`) {
+		t.Errorf("no unattributed record in:\n%s", log)
+	}
+	if rep.Unattributed != vocab.UnattributedNoAuditSession || !hasNote(rep.Notes, examine.NoteUnattributed, why) {
+		t.Errorf("verify reports unattributed %q, notes %+v", rep.Unattributed, rep.Notes)
+	}
 	if err := s.BindAuditSession(1); err == nil {
 		t.Error("BindAuditSession after Close succeeded")
 	}
+}
+
+func hasNote(notes []examine.Note, kind examine.Kind, text string) bool {
+	for _, n := range notes {
+		if n.Kind == kind && strings.Contains(n.Msg, text) {
+			return true
+		}
+	}
+	return false
 }
 
 func readLog(t *testing.T, dir string) string {
@@ -123,11 +140,17 @@ func TestVerifyRefusesImplausibleAuditSession(t *testing.T) {
 		{"leading zero", []map[string]string{{"audit_ses": "07"}}, "not an audit session id"},
 		{"empty", []map[string]string{{}}, "neither audit_ses nor audit_ses_reason"},
 		{"second", []map[string]string{{"audit_ses": "5"}, {"audit_ses": "6"}}, "second audit-session record"},
+		{"unattributed, unknown reason", []map[string]string{{"type": "unattributed", "reason": "because"}}, "not one the recorder writes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newTestSession(t, Meta{RunID: "r", SessionID: "s"})
 			for _, r := range tt.records {
-				mustOK(t, s.Event("audit-session", r))
+				typ := "audit-session"
+				if r["type"] != "" { // another record type of the attribution
+					typ = r["type"]
+					delete(r, "type")
+				}
+				mustOK(t, s.Event(typ, r))
 			}
 			mustOK(t, s.Close(0))
 			rep := examine.Verify(s.Dir(), trusted())

@@ -56,8 +56,10 @@ type Witness interface {
 	Close(emit Emit) (map[string]string, error)
 }
 
-// AuditBinder is a Witness that attributes evidence by the kernel's audit session id.
-type AuditBinder interface{ BindAuditSession(ses uint32) }
+// AuditBinder is a Witness that attributes evidence by the kernel's audit
+// session id. tty is the session's PTY slave (/dev/pts/N), "" without a
+// PTY: the terminal on which the kernel's records confirm the id.
+type AuditBinder interface{ BindAuditSession(ses uint32, tty string) }
 
 // witnessDirPrefix marks a witness folder in sessionDirs.made.
 const witnessDirPrefix = "witness:"

@@ -91,6 +91,14 @@ func TestBrokerRecordsAuditSession(t *testing.T) {
 			if at < 0 || firstData < 0 || at > firstData {
 				t.Errorf("audit-session record at %d, first data record at %d: want it before any byte", at, firstData)
 			}
+			// A session without an audit session says its processes are
+			// unattributed, right after; one with an audit session does not.
+			unattributed := at >= 0 && at+1 < len(records) && records[at+1].Type == vocab.TypeUnattributed
+			if _, none := tt.want[vocab.AttrAuditSesReason]; unattributed != none {
+				t.Errorf("unattributed record after the audit-session record: %v, want %v", unattributed, none)
+			} else if none && records[at+1].Attrs[vocab.AttrReason] != vocab.UnattributedNoAuditSession {
+				t.Errorf("unattributed record %v, want reason %s", records[at+1].Attrs, vocab.UnattributedNoAuditSession)
+			}
 			if rep := examine.Verify(dir, []gossh.PublicKey{h.hostKey}); !rep.OK() {
 				t.Errorf("does not verify: %v", rep.Anomalies)
 			} else if tt.name == "trampoline" && (rep.AuditSession == nil || strconv.FormatUint(uint64(rep.AuditSession.Ses), 10) != records[at].Attrs[vocab.AttrAuditSes]) {

@@ -116,3 +116,42 @@ func TestAuditReadyAsRoot(t *testing.T) {
 		t.Errorf("_audit/audit.log: %v", err)
 	}
 }
+
+// TestAuditConfirmsSessionTerminal: with the audit witness running and
+// rules that record execve, the kernel's records confirm each session's
+// audit session on its own terminal (its slave with a PTY, none without),
+// so neither session's chain says it is unattributed. The other way round
+// (a ses the records show on another terminal) is witness/audit's
+// TestConfirmOnTerminal.
+func TestAuditConfirmsSessionTerminal(t *testing.T) {
+	if os.Getenv("APTL_CAPTURE_SLOW_TESTS") != "1" || os.Geteuid() != 0 {
+		t.Skip("loads audit rules into the kernel: root and APTL_CAPTURE_SLOW_TESTS=1 only")
+	}
+	if b, _ := os.ReadFile("/proc/self/loginuid"); strings.TrimSpace(string(b)) != "4294967295" {
+		t.Skip("this test runs with a loginuid set: its sessions cannot get audit sessions of their own")
+	}
+	work, ready, sshArgs, stop := serveWithAudit(t)
+	if ready["auditd"] != "ok" {
+		t.Skipf("the audit witness did not start here (readiness %v)", ready)
+	}
+	for _, tty := range [][]string{{"-tt"}, {"-T"}} {
+		args := append(append(append([]string{}, sshArgs...), "-o", "BatchMode=yes"), tty...)
+		if out, err := exec.Command("ssh", append(args, "/bin/true")...).CombinedOutput(); err != nil {
+			t.Fatalf("session %v: %v: %s", tty, err, out)
+		}
+	}
+	logs := stop()
+	chains, _ := filepath.Glob(filepath.Join(work, "aptl-dev", "captures", "*", "*", "pty", "integrity.jsonl"))
+	if len(chains) != 2 {
+		t.Fatalf("sessions: %v\n%s", chains, logs)
+	}
+	for _, chain := range chains {
+		log := string(mustRead(t, chain))
+		if !strings.Contains(log, `"type":"audit-session","attrs":{"audit_ses":`) {
+			t.Errorf("%s: no audit session bound:\n%s", chain, log)
+		}
+		if strings.Contains(log, `"type":"unattributed"`) {
+			t.Errorf("%s: unattributed although the kernel's records name its audit session:\n%s", chain, log)
+		}
+	}
+}

@@ -50,7 +50,9 @@ type serveConfig struct {
 	agentDial      time.Duration
 	agentReply     time.Duration
 	agentProbe     time.Duration
-	agentUID       int
+	// agentWait: how long a session start waits for an unreachable agent.
+	agentWait time.Duration
+	agentUID  int
 	// insecureAgentSamePIDNS accepts an agent in the sidecar's own PID
 	// namespace: development and tests only.
 	insecureAgentSamePIDNS bool
@@ -94,6 +96,8 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	e.Duration(&c.agentDial, "agent-dial-timeout", "APTL_CAPTURE_AGENT_DIAL_TIMEOUT", agentclient.DefaultAgentDialTimeout, "time to connect to the agent")
 	e.Duration(&c.agentReply, "agent-reply-timeout", "APTL_CAPTURE_AGENT_REPLY_TIMEOUT", agentclient.DefaultAgentReplyTimeout, "time the agent has to answer a request")
 	e.Duration(&c.agentProbe, "agent-probe-interval", "APTL_CAPTURE_AGENT_PROBE_INTERVAL", 5*time.Second, "how often readiness probes the agent")
+	e.Duration(&c.agentWait, "agent-wait", "APTL_CAPTURE_AGENT_WAIT", agentclient.DefaultAgentWait,
+		"how long a session start that finds the agent unreachable waits for it before refusing (0: refuse at once)")
 	e.Int(&c.agentUID, "agent-uid", "APTL_CAPTURE_AGENT_UID", 0, "uid the launch agent must run as (checked with SO_PEERCRED: anyone can bind an abstract socket name)")
 	e.Bool(&c.insecureAgentSamePIDNS, "insecure-agent-same-pidns", "APTL_CAPTURE_INSECURE_AGENT_SAME_PIDNS", "development only: accept a launch agent in the sidecar's own PID namespace")
 	e.String(&c.readyFile, "ready-file", "APTL_CAPTURE_READY_FILE", "", "readiness file (key=value lines) that the health subcommand reads (default: <state-dir>/ready)")
@@ -201,6 +205,9 @@ func (c *serveConfig) check(e *cliconfig.Flags) error {
 		if err := cliconfig.CheckRange(e, d.name, d.v, time.Millisecond, time.Minute); err != nil {
 			return err
 		}
+	}
+	if err := cliconfig.CheckRange(e, "agent-wait", c.agentWait, 0, agentclient.MaxAgentWait); err != nil {
+		return err
 	}
 	// (uid_t)-1 means no uid.
 	if err := cliconfig.CheckRange(e, "agent-uid", int64(c.agentUID), 0, 1<<32-2); err != nil {

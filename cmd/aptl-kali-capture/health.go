@@ -68,6 +68,10 @@ func checkHealth(readyFile, listen string) error {
 	if state["listen"] == stateTaken {
 		return fmt.Errorf("not ready: listen=taken: %s is held by another process; sessions are not being recorded", state["listen_addr"])
 	}
+	if state["launch"] == stateDegraded {
+		// Said plainly: the sidecar runs, but no session can start now.
+		return fmt.Errorf("not ready: launch=degraded: the launch agent in the workload does not answer; session starts wait for it (--agent-wait), then are refused")
+	}
 	for _, k := range []string{"pty", "launch"} {
 		if state[k] != stateOK {
 			return fmt.Errorf("not ready: %s=%q", k, state[k])

@@ -161,36 +161,70 @@ type prober interface {
 // probeTimeout bounds one readiness probe of the agent.
 const probeTimeout = 2 * time.Second
 
+// degradedProbeInterval is how often readiness probes an agent that did
+// not answer, so that launch=ok is back within it of the agent's return
+// (the compose supervisor restarts a dead agent in about 2 s).
+const degradedProbeInterval = 500 * time.Millisecond
+
 // watchLaunch keeps the launch state current until ctx ends: ok while the
-// agent answers, degraded while it does not (sessions are then refused with
-// a record, never run unrecorded).
-func (r *readiness) watchLaunch(ctx context.Context, p prober, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+// agent answers, degraded while it does not (session starts then wait for
+// it, bounded by --agent-wait, and are refused with a record, never run
+// unrecorded). It probes every interval, every degradedProbeInterval while
+// degraded, and at once when kick fires (a session start found the agent
+// unreachable, or reached it after waiting). Each probe is bounded by
+// probeTimeout.
+func (r *readiness) watchLaunch(ctx context.Context, p prober, every time.Duration, kick <-chan struct{}) {
 	for {
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		err := p.Probe(pctx)
 		cancel()
+		next := every
 		if err != nil {
-			if r.launch != stateDegraded {
+			if r.launchState() != stateDegraded {
 				r.log.Warn("launch agent unreachable", "err", err.Error())
 			}
 			r.set(stateDegraded)
+			next = min(every, degradedProbeInterval)
 		} else {
 			r.set(stateOK)
 		}
+		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-kick:
+			t.Stop()
 		case <-t.C:
 		}
+	}
+}
+
+// launchState is the launch state last written.
+func (r *readiness) launchState() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.launch
+}
+
+// launchKick is the agent adapter's nudge to readiness: its reachability
+// hook sends without blocking (one pending nudge is enough), watchLaunch
+// receives.
+type launchKick chan struct{}
+
+func newLaunchKick() launchKick { return make(launchKick, 1) }
+
+func (k launchKick) send() {
+	select {
+	case k <- struct{}{}:
+	default:
 	}
 }
 
 // startReadiness writes the readiness file and, for the agent adapter,
 // keeps it current. The returned function stops that and withdraws it; it
 // may be called more than once (at the signal, and deferred).
-func startReadiness(cfg *serveConfig, listen string, probe prober, ws witnessStates, log *slog.Logger) (stop func()) {
+func startReadiness(cfg *serveConfig, listen string, probe prober, kick launchKick, ws witnessStates, log *slog.Logger) (stop func()) {
 	ready := newReadiness(resolveReadyFile(cfg.readyFile, cfg.stateDir), cfg.launch, listen, log)
 	ready.witnesses = ws
 	ctx, cancel := context.WithCancel(context.Background())
@@ -200,7 +234,7 @@ func startReadiness(cfg *serveConfig, listen string, probe prober, ws witnessSta
 	} else {
 		// The workload may start after the sidecar: serve anyway, degraded,
 		// and refuse sessions (with a record) until the agent answers.
-		wg.Go(func() { ready.watchLaunch(ctx, probe, cfg.agentProbe) })
+		wg.Go(func() { ready.watchLaunch(ctx, probe, cfg.agentProbe, kick) })
 	}
 	if ws.auditEngine != nil {
 		wg.Go(func() { ready.watchCounts(ctx, countsInterval) })
@@ -231,13 +265,14 @@ func (r *readiness) watchCounts(ctx context.Context, every time.Duration) {
 }
 
 // newLauncher builds the configured adapter; the agent's also gets a
-// readiness watcher.
-func newLauncher(cfg *serveConfig, log *slog.Logger) (launch.Launcher, prober, error) {
+// readiness watcher, which kick nudges.
+func newLauncher(cfg *serveConfig, kick launchKick, log *slog.Logger) (launch.Launcher, prober, error) {
 	if cfg.launch == "local" {
 		useTrampolineBeside(log)
 		return local.New(), nil, nil
 	}
-	opts := []agentclient.AgentOption{agentclient.WithDialTimeout(cfg.agentDial), agentclient.WithReplyTimeout(cfg.agentReply), agentclient.WithAgentUID(cfg.agentUID)}
+	opts := []agentclient.AgentOption{agentclient.WithDialTimeout(cfg.agentDial), agentclient.WithReplyTimeout(cfg.agentReply), agentclient.WithAgentUID(cfg.agentUID),
+		agentclient.WithUnreachableWait(cfg.agentWait), agentclient.WithReachabilityHook(kick.send), agentclient.WithLogger(log)}
 	if cfg.insecureAgentSamePIDNS {
 		opts = append(opts, agentclient.InsecureAllowAgentInSamePIDNS())
 	}

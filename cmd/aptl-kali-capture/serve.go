@@ -97,7 +97,10 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err := recorder.SweepReserves(cfg.root); err != nil {
 		log.Error("removing stale reserves incomplete", "err", err.Error())
 	}
-	launcher, probe, err := newLauncher(cfg, log)
+	// The agent adapter nudges readiness when a session start finds the
+	// agent unreachable, so launch=degraded does not wait for the next probe.
+	kick := newLaunchKick()
+	launcher, probe, err := newLauncher(cfg, kick, log)
 	if err != nil {
 		return err
 	}
@@ -145,7 +148,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	defer stopPcap()
 	auditState, auditEngine, stopAudit := startAudit(auditSource, cfg, log)
 	defer stopAudit()
-	withdraw := startReadiness(cfg, ln.Addr().String(), probe, witnessStates{pcap: pcapState, audit: auditState, auditEngine: auditEngine}, log)
+	withdraw := startReadiness(cfg, ln.Addr().String(), probe, kick, witnessStates{pcap: pcapState, audit: auditState, auditEngine: auditEngine}, log)
 	defer withdraw()
 	defer startRecovery(pending, hostKey, log)()
 	warnDevClientKey(log, ln.Addr(), clientKey)

@@ -169,7 +169,7 @@ func run(args []string, lookup cliconfig.Lookup, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	log.Info("listening", "socket", cfg.socket, "users", strings.Join(cfg.users, ","), "allow_root", cfg.allowRoot,
-		"pid", os.Getpid(), "peer_uid", cfg.peerUID, "peer_gid", cfg.peerGID, "insecure_allow_same_pidns", cfg.insecureAllowSamePIDNS)
+		"pid", os.Getpid(), "instance", srv.Instance().ID, "peer_uid", cfg.peerUID, "peer_gid", cfg.peerGID, "insecure_allow_same_pidns", cfg.insecureAllowSamePIDNS)
 	if cfg.insecureAllowSamePIDNS {
 		log.Warn("accepting peers in the agent's own PID namespace: any workload process can start sessions (development only)")
 	}

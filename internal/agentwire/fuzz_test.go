@@ -32,6 +32,12 @@ var decoders = []struct {
 	{"exit", func(b []byte) (any, error) { return DecodeExit(b) }, func(m any) []byte { return m.(ExitMsg).Encode() }},
 	{"error", func(b []byte) (any, error) { return DecodeError(b) }, func(m any) []byte { return m.(ErrorMsg).Encode() }},
 	{"signal", func(b []byte) (any, error) { return DecodeSignal(b) }, func(m any) []byte { return EncodeSignal(m.(string)) }},
+	{"probe-ok", func(b []byte) (any, error) { return DecodeProbeOK(b) }, func(m any) []byte {
+		if !m.(Instance).Reported() {
+			return nil // an older agent's empty body
+		}
+		return EncodeProbeOK(m.(Instance))
+	}},
 }
 
 // FuzzDecode feeds one body to one decoder. A body that decodes must be
@@ -44,6 +50,11 @@ func FuzzDecode(f *testing.F) {
 	f.Add(uint8(1), StartedMsg{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/bin/bash", Note: "n"}.Encode())
 	f.Add(uint8(1), StartedMsg{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/bin/bash", Note: "n",
 		AuditSes: 7, AuditNote: "", AuditReported: true}.Encode())
+	inst := Instance{ID: "0123456789abcdef0123456789abcdef", PID: 7, Started: time.Date(2026, 12, 2, 0, 0, 0, 5, time.UTC)}
+	f.Add(uint8(1), StartedMsg{User: "kali", UID: 1000, GID: 1000, Home: "/home/kali", Shell: "/bin/bash", Note: "n",
+		AuditSes: 7, AuditReported: true, Instance: inst}.Encode())
+	f.Add(uint8(5), EncodeProbeOK(inst))
+	f.Add(uint8(5), []byte{})
 	f.Add(uint8(2), ExitMsg{Code: 1, Signal: 9, Core: 1}.Encode())
 	f.Add(uint8(3), ErrorMsg{Code: CodeBusy, Message: "session limit"}.Encode())
 	f.Add(uint8(4), EncodeSignal("INT"))

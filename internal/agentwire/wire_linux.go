@@ -19,7 +19,8 @@
 //	                                                   setgid, setuid, execve
 //	                                                   (through the login trampoline, which
 //	                                                   first writes the loginuid: a fresh ses)
-//	                           ◀──────────────────── started {user uid gid home shell note ses audit_note}
+//	                           ◀──────────────────── started {user uid gid home shell note ses audit_note
+//	                                                           instance}
 //	                           ◀──────────────────── or error {code message}, then close
 //	signal {name}  (any number) ────────────────────▶ kill(-pgid, sig)
 //	shutdown(SHUT_WR) = hang up ────────────────────▶ SIGHUP to the group, SIGKILL
@@ -27,7 +28,7 @@
 //	                           ◀──────────────────── exit {code signal core}, then close
 //
 //	probe (instead of spawn)   ────────────────────▶ nothing is started
-//	                           ◀──────────────────── probe-ok, then close
+//	                           ◀──────────────────── probe-ok {instance}, then close
 //
 // A frame is one SOCK_SEQPACKET record, so frames are never split or merged:
 //
@@ -48,18 +49,29 @@
 //	         u32 n, n × str "KEY=VALUE"
 //	signal   str name (RFC 4254 §6.10, without "SIG": INT, TERM, ...)
 //	started  str user, u32 uid, u32 gid, str home, str shell, str note,
-//	         u32 audit ses (0 = none), str audit note (why none)
+//	         u32 audit ses (0 = none), str audit note (why none),
+//	         instance
 //	exit     u32 code, u32 signal (0 = exited), u32 core dumped (0/1)
 //	error    str code (one of the Code* values), str message (no argv, env or paths of the request)
-//	probe, probe-ok: empty bodies
+//	probe-ok instance
+//	probe:   empty body
+//	instance str id (32 lowercase hex digits, random, made once at the agent's start),
+//	         u32 pid (the agent's, in its own PID namespace), str started (RFC 3339, UTC)
 //
-// Compatibility: the started body's last two fields were added within
-// version 1. The sidecar accepts a started body without them (an older
-// agent: the session has no audit session, and the record says so); an
-// older sidecar refuses a newer agent's started body (bytes after the last
-// field), so upgrade the sidecar first. The audit ses is the agent's word:
-// the sidecar cannot read the workload's /proc (README.md, "The agent
-// adapter", says what the attribution rests on).
+// The instance tells one run of the agent from the next: the sidecar logs
+// every instance it has not seen answer before (a start or a restart of the
+// agent, README.md, "The agent adapter"). It is the agent's word like
+// everything it reports: a program of root's own in its place may claim any.
+//
+// Compatibility: the started body's audit fields and instance, and the
+// probe-ok body, were added within version 1. The sidecar accepts a
+// started body that ends after the note (an older agent: the session has
+// no audit session, and the record says so) or after the audit note, and
+// an empty probe-ok (no instance: logged as unknown); an older sidecar
+// refuses a newer agent's bodies (bytes after the last field, or a
+// probe-ok with a body), so upgrade the sidecar first. The audit ses is
+// the agent's word: the sidecar cannot read the workload's /proc
+// (README.md, "The agent adapter", says what the attribution rests on).
 //
 // The agent never receives paths, recorder settings, or requests to chmod,
 // delete or Truncate anything: there is no message that could carry one.
@@ -392,6 +404,80 @@ type StartedMsg struct {
 	AuditSes      uint32
 	AuditNote     string
 	AuditReported bool
+	// Instance is the agent's (Instance.ID "" when the body has none: an
+	// agent older than it). Encode writes it only after the audit fields.
+	Instance Instance
+}
+
+// Instance identifies one run of the agent: ID is random, made once at its
+// start; PID is its pid in its own PID namespace; Started its start time.
+type Instance struct {
+	ID      string
+	PID     uint32
+	Started time.Time
+}
+
+// InstanceIDLen is the length of an instance id: 16 random bytes in hex.
+const InstanceIDLen = 32
+
+// Reported says whether the body carried an instance.
+func (in Instance) Reported() bool { return in.ID != "" }
+
+func (e *encoder) instance(in Instance) {
+	e.str(in.ID)
+	e.u32(in.PID)
+	e.str(in.Started.UTC().Format(time.RFC3339Nano))
+}
+
+// instance decodes an instance and checks its form: an id of InstanceIDLen
+// lowercase hex digits, a pid, an RFC 3339 time.
+func (d *decoder) instance() Instance {
+	in := Instance{ID: d.str(maxNameField), PID: d.u32()}
+	started := d.str(maxNameField)
+	if d.err != nil {
+		return Instance{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, started)
+	switch {
+	case !isInstanceID(in.ID):
+		d.err = Protocolf("%s frame: instance id is not %d lowercase hex digits", d.what, InstanceIDLen)
+	case in.PID == 0:
+		d.err = Protocolf("%s frame: instance pid 0", d.what)
+	case err != nil || t.UTC().Format(time.RFC3339Nano) != started:
+		// One encoding per time: UTC, as the agent writes it.
+		d.err = Protocolf("%s frame: instance start time is not RFC 3339 in UTC", d.what)
+	}
+	in.Started = t.UTC()
+	return in
+}
+
+func isInstanceID(s string) bool {
+	if len(s) != InstanceIDLen {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// EncodeProbeOK is a probe-ok body.
+func EncodeProbeOK(in Instance) []byte {
+	var e encoder
+	e.instance(in)
+	return e.b
+}
+
+// DecodeProbeOK accepts a probe-ok body with an instance, or an empty one
+// (an older agent: Instance.ID "").
+func DecodeProbeOK(b []byte) (Instance, error) {
+	if len(b) == 0 {
+		return Instance{}, nil
+	}
+	d := decoder{b: b, what: "probe-ok"}
+	return decoded(d.instance(), &d)
 }
 
 type ExitMsg struct {
@@ -439,18 +525,25 @@ func (m StartedMsg) Encode() []byte {
 	if m.AuditReported { // an older agent's body ends with the note
 		e.u32(m.AuditSes)
 		e.str(m.AuditNote)
+		if m.Instance.Reported() {
+			e.instance(m.Instance)
+		}
 	}
 	return e.b
 }
 
-// DecodeStarted accepts a started body with the audit fields, or without
-// them (an older agent: AuditReported false).
+// DecodeStarted accepts a started body with the audit fields and the
+// instance, with the audit fields only, or without either (older agents:
+// Instance.ID "", AuditReported false).
 func DecodeStarted(b []byte) (StartedMsg, error) {
 	d := decoder{b: b, what: "started"}
 	m := StartedMsg{User: d.str(maxNameField), UID: d.u32(), GID: d.u32(),
 		Home: d.str(MaxTextField), Shell: d.str(MaxTextField), Note: d.str(MaxTextField)}
 	if d.err == nil && len(d.b) != 0 {
 		m.AuditSes, m.AuditNote, m.AuditReported = d.u32(), d.str(MaxTextField), true
+	}
+	if d.err == nil && len(d.b) != 0 {
+		m.Instance = d.instance()
 	}
 	return decoded(m, &d)
 }

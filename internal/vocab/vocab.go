@@ -46,7 +46,7 @@ const (
 var RecordTypes = []string{
 	TypeOpen, TypeData, TypeRequest, TypeResize, TypeAnnotate,
 	TypeEventsDropped, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
-	TypePcapFile, TypeAuditFile, TypeAuditSession,
+	TypePcapFile, TypeAuditFile, TypeAuditSession, TypeUnattributed,
 }
 
 // Streams of data records: what the client sent, what the session printed
@@ -311,3 +311,29 @@ const (
 	// AttrAuditSesReason says why the session has no audit session of its own.
 	AttrAuditSesReason = "audit_ses_reason"
 )
+
+// Unattributed sessions (recorder/attribution.go): a session whose
+// processes are not in an audit session of their own gets a record that
+// says so, never silence (README.md, "Unattributed sessions").
+const (
+	// TypeUnattributed is the record; it carries AttrReason (one of the
+	// Unattributed* values) and, for UnattributedNoAuditSession, the
+	// launcher's why as AttrAuditSesReason.
+	TypeUnattributed = "unattributed"
+	// UnattributedNoAuditSession: the launcher reported no audit session
+	// for the session (a loginuid already set, as in a stand-in agent
+	// that root started from a session; no kernel audit; an older agent).
+	UnattributedNoAuditSession = "no-audit-session"
+	// UnattributedAuditUnconfirmed: the audit witness saw no SYSCALL
+	// record of the session's reported audit session on the session's
+	// terminal (AttrAuditTTY; "(none)" without a PTY) within AttrWithin
+	// of the bind, or before the session closed: the reported ses may be
+	// another session's.
+	UnattributedAuditUnconfirmed = "audit-unconfirmed"
+	// AttrWithin is the bound the confirmation had (a Go duration).
+	AttrWithin = "within"
+)
+
+// UnattributedReasons lists every reason of an unattributed record, in the
+// README's order.
+var UnattributedReasons = []string{UnattributedNoAuditSession, UnattributedAuditUnconfirmed}

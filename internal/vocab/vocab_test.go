@@ -70,3 +70,19 @@ func TestReadmeListsTheGapReasons(t *testing.T) {
 }
 
 var reasonLike = regexp.MustCompile(`^[a-z]+(-[a-z]+)+$`)
+
+// TestReadmeListsTheUnattributedReasons holds the README's unattributed
+// row to the reasons the code writes.
+func TestReadmeListsTheUnattributedReasons(t *testing.T) {
+	var listed []string
+	for _, r := range readmeTable(t, "### Integrity log and verification") {
+		if slices.Equal(names(r[0]), []string{TypeUnattributed}) {
+			for _, n := range names(r[1]) {
+				if reasonLike.MatchString(n) && !slices.Contains(listed, n) {
+					listed = append(listed, n)
+				}
+			}
+		}
+	}
+	sameSet(t, "unattributed reasons (unattributed row)", listed, UnattributedReasons)
+}

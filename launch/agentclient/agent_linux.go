@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -30,6 +31,15 @@ const (
 	// exitReportSlack is how long after its SIGKILL (launch.HangupGrace after the
 	// hang-up) the agent has to report the exit before the session counts as lost.
 	exitReportSlack = 3 * time.Second
+	// DefaultAgentWait is how long a session start that finds the agent
+	// unreachable waits for it before refusing: the compose workload's
+	// supervisor restarts a dead agent within about 2 s.
+	DefaultAgentWait = 5 * time.Second
+	// MaxAgentWait bounds the setting: the client waits that long for its
+	// session (and its pre-auth slot is held meanwhile).
+	MaxAgentWait = time.Minute
+	// agentRetryInterval is the pause between connects while waiting.
+	agentRetryInterval = 100 * time.Millisecond
 )
 
 // DefaultAgentSocket is where the agent listens unless configured otherwise
@@ -70,6 +80,14 @@ type Agent struct {
 	// inside the sidecar's own PID namespace (development and tests only).
 	agentUID  int
 	samePIDNS bool
+	// wait is how long Launch waits for an unreachable agent (0: not at all).
+	wait time.Duration
+	// reachability, if set, is told (it must not block) when a session start
+	// found the agent unreachable and when one reached it after waiting:
+	// readiness then probes at once instead of at its next tick.
+	reachability func()
+	log          *slog.Logger
+	instances    instanceLog
 }
 
 var _ launch.Launcher = (*Agent)(nil)
@@ -111,6 +129,38 @@ func WithAgentUID(uid int) AgentOption {
 	}
 }
 
+// WithUnreachableWait sets how long a session start that finds the agent
+// unreachable retries before refusing (DefaultAgentWait; 0 refuses at once).
+func WithUnreachableWait(d time.Duration) AgentOption {
+	return func(a *Agent) error {
+		if d < 0 || d > MaxAgentWait {
+			return fmt.Errorf("launch: agent wait %v is outside 0 to %v", d, MaxAgentWait)
+		}
+		a.wait = d
+		return nil
+	}
+}
+
+// WithReachabilityHook sets a function Launch calls, without waiting for
+// it, when it found the agent unreachable and when it reached the agent
+// after waiting.
+func WithReachabilityHook(f func()) AgentOption {
+	return func(a *Agent) error {
+		a.reachability = f
+		return nil
+	}
+}
+
+// WithLogger sets where the adapter logs what it learns of the agent: each
+// instance that answers (a start or restart of the agent) and the waits for
+// an unreachable one. Without it nothing is logged.
+func WithLogger(log *slog.Logger) AgentOption {
+	return func(a *Agent) error {
+		a.log = log
+		return nil
+	}
+}
+
 // InsecureAllowAgentInSamePIDNS accepts an agent inside the sidecar's own
 // PID namespace, for development and tests. In a deployment the agent runs
 // in the workload's PID namespace, where SO_PEERCRED reports pid 0.
@@ -129,12 +179,13 @@ func NewAgent(socket string, opts ...AgentOption) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{socket: socket, dialTimeout: DefaultAgentDialTimeout, replyTimeout: DefaultAgentReplyTimeout,
-		exitWait: launch.HangupGrace + exitReportSlack}
+		exitWait: launch.HangupGrace + exitReportSlack, wait: DefaultAgentWait, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		if err := o(a); err != nil {
 			return nil, err
 		}
 	}
+	a.instances.log = a.log
 	a.dial = func(ctx context.Context) (*net.UnixConn, error) {
 		uc, err := dialAgentSocket(ctx, socket) // agentdial_linux.go: waits out a flood
 		if err != nil {
@@ -182,7 +233,7 @@ func (a *Agent) Launch(ctx context.Context, spec launch.Spec) (p launch.Process,
 		return nil, err
 	}
 	msg, files := spawnRequest(spec)
-	c, stop, err := a.connect(ctx)
+	c, stop, err := a.connectWaiting(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +283,45 @@ func (a *Agent) connect(ctx context.Context) (c *net.UnixConn, stop func() bool,
 	return c, stop, nil
 }
 
+// connectWaiting is connect, retried every agentRetryInterval while the
+// agent is unreachable, for up to a.wait after the first failure (each try
+// bounded by the dial timeout): an agent that its supervisor is restarting
+// answers within it, and the session starts instead of being refused. An
+// untrusted peer is refused at once, not waited out.
+func (a *Agent) connectWaiting(ctx context.Context) (*net.UnixConn, func() bool, error) {
+	var first time.Time
+	for {
+		c, stop, err := a.connect(ctx)
+		switch {
+		case err == nil && !first.IsZero():
+			a.log.Info("launch agent answered; the session starts", "waited", time.Since(first).Round(time.Millisecond).String())
+			a.tellReachability()
+			return c, stop, nil
+		case err == nil || !errors.Is(err, ErrAgentUnreachable) || a.wait == 0:
+			return c, stop, err
+		case first.IsZero():
+			first = time.Now()
+			a.log.Warn("launch agent unreachable; the session start waits for it", "wait", a.wait.String(), "err", err.Error())
+			a.tellReachability()
+		case time.Since(first) >= a.wait:
+			return nil, nil, fmt.Errorf("%w (waited %v for the agent)", err, a.wait)
+		}
+		pause := time.NewTimer(min(agentRetryInterval, max(a.wait-time.Since(first), 0)))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return nil, nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+		case <-pause.C:
+		}
+	}
+}
+
+func (a *Agent) tellReachability() {
+	if a.reachability != nil {
+		a.reachability()
+	}
+}
+
 func launchCtxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("launch: %w", context.Cause(ctx))
@@ -258,6 +348,7 @@ func (a *Agent) readStarted(c *net.UnixConn, user string) (launch.Identity, audi
 	if err != nil {
 		return launch.Identity{}, auditSession{}, err
 	}
+	a.instances.note(m.Instance, "spawn")
 	id, err := identityFromStarted(m, user)
 	return id, auditFromStarted(m), err
 }
@@ -356,9 +447,11 @@ func (a *Agent) Probe(ctx context.Context) (err error) {
 	if f.Type == agentwire.TypeError {
 		return replyError(f.Body)
 	}
-	if len(f.Body) != 0 {
-		return agentwire.Protocolf("probe-ok frame has a body")
+	in, err := agentwire.DecodeProbeOK(f.Body)
+	if err != nil {
+		return err
 	}
+	a.instances.note(in, "probe")
 	return nil
 }
 

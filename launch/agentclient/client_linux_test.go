@@ -17,7 +17,8 @@ import (
 
 var okStarted = func() []byte {
 	return agentwire.StartedMsg{User: "tester", UID: 1000, GID: 1000, Home: "/home/tester", Shell: "/bin/sh", Note: "fake",
-		AuditSes: 42, AuditReported: true}.Encode()
+		AuditSes: 42, AuditReported: true,
+		Instance: agentwire.Instance{ID: strings.Repeat("0f", 16), PID: 1, Started: time.Unix(1796112666, 0).UTC()}}.Encode()
 }()
 
 // TestAgentAdapterRobustness runs the sidecar's side against a fake agent

@@ -1,6 +1,9 @@
 package compose
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 const composeFile = "compose/docker-compose.yml"
 
@@ -38,6 +41,12 @@ func TestComposeChecksFire(t *testing.T) {
 		}},
 		{"capture path bind in workload", "captures or state volume", func(d tree) {
 			appendTo(service(d, "kali"), "volumes", "/srv/caps:/var/log/aptl/captures")
+		}},
+		{"agent's files writable", "agent's files (/opt/aptl-agent) are not a read-only mount", func(d tree) {
+			service(d, "kali")["volumes"] = []any{"kali_capture_ready:/run/aptl-sidecar:ro", "./local/agent:/opt/aptl-agent"}
+		}},
+		{"agent's files from the writable root", "are not mounted read-only from the build", func(d tree) {
+			service(d, "kali")["volumes"] = []any{"kali_capture_ready:/run/aptl-sidecar:ro"}
 		}},
 		{"shared PID namespace", "shared PID namespace", func(d tree) { service(d, "kali")["pid"] = "service:kali-capture" }},
 		{"host PID namespace on sidecar", "shared PID namespace", func(d tree) { service(d, "kali-capture")["pid"] = "host" }},
@@ -121,5 +130,19 @@ func TestComposeChecksFire(t *testing.T) {
 			}
 			expectViolation(t, v, m.want)
 		})
+	}
+}
+
+// TestAgentRunsFromReadOnlyFiles: the image starts the supervisor from the
+// folder Compose mounts read-only, and the supervisor starts the agent from
+// it, so no program the workload can write is restarted in the agent's
+// place.
+func TestAgentRunsFromReadOnlyFiles(t *testing.T) {
+	const entrypoint = `ENTRYPOINT ["/usr/bin/tini", "-g", "--", "` + agentFilesDir + `/aptl-agent-supervise"]`
+	if !strings.Contains(string(readFile(t, "compose/kali/Dockerfile")), entrypoint) {
+		t.Errorf("compose/kali/Dockerfile does not start the supervisor from %s (want %s)", agentFilesDir, entrypoint)
+	}
+	if !strings.Contains(string(readFile(t, "compose/kali/aptl-agent-supervise")), "\nagent="+agentFilesDir+"/aptl-launch-agent\n") {
+		t.Errorf("compose/kali/aptl-agent-supervise does not start the agent from %s", agentFilesDir)
 	}
 }

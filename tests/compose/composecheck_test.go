@@ -131,6 +131,7 @@ func workloadViolations(w tree) []string {
 			v = append(v, fmt.Sprintf("workload: captures or state volume mounted (%s:%s)", m.source, m.target))
 		}
 	}
+	v = append(v, agentFilesViolations(w)...)
 	v = append(v, workloadCapViolations(strList(w, "cap_add"))...)
 	if !containsFold(strList(w, "cap_drop"), "ALL") {
 		v = append(v, "workload: cap_drop must be ALL (Docker's defaults include NET_RAW and AUDIT_WRITE)")
@@ -145,6 +146,25 @@ func workloadViolations(w tree) []string {
 		v = append(v, "workload: no restart policy")
 	}
 	return v
+}
+
+// agentFilesDir is where the workload's image runs the agent and its
+// supervisor from (compose/kali/Dockerfile), and where Compose must mount
+// the build's copy read-only: root in the workload could otherwise replace
+// the program the supervisor restarts (compose/README.md, "The agent's files").
+const agentFilesDir = "/opt/aptl-agent"
+
+func agentFilesViolations(w tree) []string {
+	for _, m := range composeMounts(w) {
+		if path.Clean(m.target) != agentFilesDir {
+			continue
+		}
+		if !m.readOnly || m.source == "" {
+			return []string{fmt.Sprintf("workload: the agent's files (%s) are not a read-only mount", agentFilesDir)}
+		}
+		return nil
+	}
+	return []string{fmt.Sprintf("workload: the agent's files (%s) are not mounted read-only from the build", agentFilesDir)}
 }
 
 func sidecarViolations(s tree) []string {

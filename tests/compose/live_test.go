@@ -32,6 +32,7 @@ func TestLiveCompose(t *testing.T) {
 	t.Run("audit capabilities inert in the sidecar", func(t *testing.T) { liveAuditInertInSidecar(t, s) })
 	t.Run("agent refuses root in the workload", func(t *testing.T) { liveAgentRefusesWorkloadRoot(t, s) })
 	t.Run("pcap session", func(t *testing.T) { livePcapSession(t, s) })
+	liveAgentRestarts(t, s)
 
 	agentKilled := liveKillAgent(t, s)
 	shellKilled := liveKillShell(t, s)

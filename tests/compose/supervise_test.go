@@ -39,7 +39,7 @@ func supervised(t *testing.T, ready string) (*exec.Cmd, *lockedBuffer, chan erro
 		t.Skip("this host's network namespace has only lo: the supervisor would take it for orphaned")
 	}
 	script := strings.Replace(string(readFile(t, "compose/kali/aptl-agent-supervise")),
-		"agent=/usr/local/sbin/aptl-launch-agent", "agent=/bin/sleep", 1)
+		"agent=/opt/aptl-agent/aptl-launch-agent", "agent=/bin/sleep", 1)
 	path := filepath.Join(t.TempDir(), "supervise")
 	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
 		t.Fatal(err)

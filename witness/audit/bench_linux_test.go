@@ -50,7 +50,7 @@ func BenchmarkExecRate(b *testing.B) {
 			w.Start()
 			before := eng.Stats()
 			ses, wait, took := timedSession(b, script)
-			w.BindAuditSession(ses)
+			w.BindAuditSession(ses, "")
 			wait()
 			rate := benchExecs / took().Seconds()
 			eng.detach(w, ses, time.Now().Add(eventLinger))

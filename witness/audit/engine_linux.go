@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -105,8 +106,12 @@ type Engine struct {
 	auditLog *rootLog
 	procLog  *rootLog
 	acct     *procAcct
-	gapsLog  *rootLog
-	stats    Stats
+	// execAudited: the loaded rules record every execve of a session's
+	// processes, so a session's audit session can be confirmed on its
+	// terminal (witness_linux.go, confirmation). Set by Start.
+	execAudited bool
+	gapsLog     *rootLog
+	stats       Stats
 	// settledAt is the instant before which every record the kernel
 	// sent has been read and every event delivered (assembler.settled).
 	settledAt time.Time
@@ -153,6 +158,7 @@ func Start(cfg Config) (_ *Engine, err error) {
 	if err := e.prepareKernel(st, cfg.Rules.Backlog); err != nil {
 		return nil, err
 	}
+	e.execAudited = recordsExec(cfg.Rules.Rules)
 	rules := append(append([]Rule(nil), cfg.Rules.Rules...), procacctRules()...)
 	if err := e.loadRules(rules); err != nil {
 		return nil, err
@@ -572,3 +578,27 @@ func (s Stats) String() string {
 	return "rules=" + strconv.Itoa(s.Rules) + " sessions=" + strconv.Itoa(s.Sessions) +
 		" events=" + strconv.FormatUint(s.Events, 10) + " lost=" + strconv.FormatUint(s.Lost, 10)
 }
+
+// recordsExec reports whether rules record every x86_64 execve of a
+// session process: an always rule on the exit list for execve (or every
+// syscall) whose only conditions are the architecture.
+func recordsExec(rules []Rule) bool {
+	execve := archSyscalls(archX8664)["execve"]
+	for _, r := range rules {
+		if r.Watch != "" || r.Action != actionAlways || (r.Syscalls != nil && !slices.Contains(r.Syscalls, execve)) {
+			continue
+		}
+		only := true
+		for _, f := range r.Fields {
+			only = only && f.ID == fieldArch && f.Op == opEqual && f.Value == archX8664
+		}
+		if only {
+			return true
+		}
+	}
+	return false
+}
+
+// recordsExec reports whether sessions' audit sessions are confirmed on
+// their terminals (nil engine: no).
+func (e *Engine) recordsExec() bool { return e != nil && e.execAudited }

@@ -138,7 +138,9 @@ func sessionProcess(t testing.TB, auid int, script string) (ses uint32, wait fun
 		pre = fmt.Sprintf("echo %d > /proc/self/loginuid || exit 9; ", auid)
 	}
 	full := pre + "cat /proc/self/sessionid > " + sesFile + ".tmp && mv " + sesFile + ".tmp " + sesFile + "; " + script
-	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "setpriv", "--bounding-set", "-audit_control", "--", "bash", "-c", full)
+	// setsid: no controlling terminal, so the kernel's records say
+	// tty=(none), as for a session without a PTY.
+	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "setsid", "setpriv", "--bounding-set", "-audit_control", "--", "bash", "-c", full)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -211,7 +213,7 @@ func TestLiveSessionRecords(t *testing.T) {
 	script := fmt.Sprintf(`/usr/bin/id >/dev/null; exec 3<>/dev/tcp/127.0.0.1/%d; exec 3>&-; echo hi > %s; `+
 		`/bin/echo marker-session >/dev/null; if echo 1 > /proc/self/loginuid 2>/dev/null; then exit 7; fi; exit 0`, port, target)
 	ses, wait := sessionProcess(t, 4242, script)
-	w.(recorder.AuditBinder).BindAuditSession(ses)
+	w.(recorder.AuditBinder).BindAuditSession(ses, "")
 	otherSes, waitOther := sessionProcess(t, 4243, "/bin/echo marker-other-session >/dev/null")
 	_, waitUnset := sessionProcess(t, 0, "/bin/echo marker-unset >/dev/null")
 	wait()
@@ -259,6 +261,11 @@ func TestLiveSessionRecords(t *testing.T) {
 		if !strings.HasPrefix(line, "type=") || !strings.Contains(line, " msg=audit(") {
 			t.Errorf("not auditd's log format: %q", line)
 		}
+	}
+	// The kernel's own records confirmed the bound ses on the session's
+	// terminal ("(none)": no PTY), so the chain claims no unattributed session.
+	if log, _ := os.ReadFile(filepath.Join(sess.Dir(), vocab.PTYDir, vocab.LogFile)); !bytes.Contains(log, []byte(`"type":"audit-file"`)) || bytes.Contains(log, []byte(`"type":"unattributed"`)) {
+		t.Errorf("session confirmed by the kernel's records: want audit-file records and no unattributed record:\n%s", log)
 	}
 	verifyDetectsTampering(t, sess.Dir(), signer)
 	ausearchFinds(t, filepath.Join(root, vocab.AuditRootDir, vocab.AuditLogFile), "aptl_exec", "/usr/bin/id")

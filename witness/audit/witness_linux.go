@@ -5,10 +5,12 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/auditfmt"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -47,6 +49,58 @@ type witness struct {
 	events, records int64
 	lost            uint64 // records the kernel lost during the window (all of its, not only this session's)
 	gaps            []gapRecord
+	confirm         confirmation
+}
+
+// confirmWithin bounds how long after the bind the kernel's records must
+// show the session's audit session on its terminal (the login shell's
+// execve arrives within milliseconds).
+var confirmWithin = 10 * time.Second // tests shorten it
+
+// confirmation is the check that the reported ses is the session's own: a
+// SYSCALL record of ses on the session's terminal (README.md, "Unattributed
+// sessions"). It runs only where the witness's rules record execve, so that
+// the session's first exec is certain to produce one.
+type confirmation struct {
+	checking  bool
+	slave     string // the session's slave as recorded (audit_tty); "" without a PTY
+	tty       string // its name in the kernel's records: ptsN, or "(none)"
+	confirmed bool
+	due       bool // the bound passed (or the session closed) unconfirmed
+	emitted   bool
+	timer     *time.Timer
+}
+
+// confirms reports whether ev holds a SYSCALL record on tty.
+func confirms(ev *Event, tty string) bool {
+	for _, r := range ev.Records {
+		if r.Type != typeSyscall {
+			continue
+		}
+		if t, ok := auditfmt.Field(r.Text, "tty"); ok && t == tty {
+			return true
+		}
+	}
+	return false
+}
+
+// kernelTTY is the kernel's name of a slave (/dev/pts/N → ptsN); without
+// one, "(none)", as records of processes without a terminal say.
+func kernelTTY(slave string) string {
+	if n, ok := strings.CutPrefix(slave, "/dev/pts/"); ok && n != "" {
+		return "pts" + n
+	}
+	return "(none)"
+}
+
+// record is the unattributed record of an unconfirmed audit session.
+func (c *confirmation) record(ses uint32) map[string]string {
+	a := map[string]string{vocab.AttrReason: vocab.UnattributedAuditUnconfirmed,
+		vocab.AttrAuditSes: strconv.FormatUint(uint64(ses), 10), vocab.AttrWithin: confirmWithin.String()}
+	if c.slave != "" {
+		a[vocab.AttrAuditTTY] = c.slave
+	}
+	return a
 }
 
 // gapRecord is one gap of the audit witness: records lost or not stored
@@ -103,15 +157,31 @@ func (w *witness) Start() map[string]string {
 // BindAuditSession implements recorder.AuditBinder: from now on the
 // session's file holds ses's events, including those the engine queued
 // since the ses appeared. A second bind is ignored (one ses a session).
-func (w *witness) BindAuditSession(ses uint32) {
+func (w *witness) BindAuditSession(ses uint32, slave string) {
 	w.mu.Lock()
 	if w.closed || w.ses != unsetID || ses == unsetID {
 		w.mu.Unlock()
 		return
 	}
 	w.ses = ses
+	if w.eng.recordsExec() {
+		w.confirm = confirmation{checking: true, slave: slave, tty: kernelTTY(slave)}
+		w.confirm.timer = time.AfterFunc(confirmWithin, w.confirmTimeout)
+	}
 	w.mu.Unlock()
 	w.eng.bind(w, ses)
+}
+
+// confirmTimeout marks the confirmation due when the bound passed
+// unconfirmed, and asks for a checkpoint, which emits the record.
+func (w *witness) confirmTimeout() {
+	w.mu.Lock()
+	due := w.confirm.checking && !w.confirm.confirmed && !w.closed
+	w.confirm.due = due
+	w.mu.Unlock()
+	if due {
+		w.notify()
+	}
 }
 
 // deliver stores one event; the engine calls it holding its mu.
@@ -123,6 +193,10 @@ func (w *witness) deliver(ev *Event) {
 	}
 	w.events++
 	w.records += int64(len(ev.Records))
+	if w.confirm.checking && !w.confirm.confirmed && confirms(ev, w.confirm.tty) {
+		w.confirm.confirmed = true
+		w.confirm.timer.Stop()
+	}
 	w.files.write(ev)
 	w.mu.Unlock()
 	if !w.notified.Swap(true) {
@@ -172,6 +246,12 @@ func (w *witness) emitPending(emit recorder.Emit) error {
 		}
 		w.gaps = w.gaps[1:]
 	}
+	if c := &w.confirm; c.due && !c.confirmed && !c.emitted {
+		if err := emit(vocab.TypeUnattributed, c.record(w.ses)); err != nil {
+			return err
+		}
+		c.emitted = true
+	}
 	return nil
 }
 
@@ -190,6 +270,10 @@ func (w *witness) Close(emit recorder.Emit) (map[string]string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true
+	if c := &w.confirm; c.checking && !c.confirmed {
+		c.timer.Stop()
+		c.due = true // the session ended before its records confirmed it
+	}
 	w.files.Finish()
 	for _, g := range []struct {
 		c      counted
