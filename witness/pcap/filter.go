@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"golang.org/x/net/bpf"
+
+	"github.com/aptl/aptl-kali-capture/internal/pcapng"
 )
 
 // The capture filter is fixed: nothing in it comes from a user or a
@@ -18,11 +20,11 @@ import (
 // Loads relative to the network header (skfNetOff) make it independent of
 // each interface's link-layer header (Ethernet, none on a tun, ...).
 
-// SnapLen is the most of a packet that is kept: tcpdump's default, which
-// holds a 64 KiB GSO/GRO super-frame with its headers and is the largest
-// that Wireshark reads without complaint. A longer frame (BIG TCP) is cut
-// there and counted (the close record's pcap_truncated).
-const SnapLen = 262144
+// SnapLen is the most of a packet that is kept (internal/pcapng says why
+// it is that): a longer frame (BIG TCP) is cut there and counted (the
+// close record's pcap_truncated), and the files say it as every
+// interface's snap length, the bound they are read back with.
+const SnapLen = pcapng.SnapLen
 
 // skfNetOff is the kernel's SKF_NET_OFF: a load at skfNetOff+k reads byte
 // k of the network header.
