@@ -4,8 +4,7 @@ import (
 	"io"
 	"regexp"
 
-	"github.com/google/gopacket/pcapgo"
-
+	"github.com/aptl/aptl-kali-capture/internal/pcapng"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -39,21 +38,9 @@ func pcapReport(w *witnessEvidence) *PcapReport {
 	return &PcapReport{State: w.rep.State, Reason: w.rep.Reason, Files: w.rep.Files, Packets: w.rep.Count}
 }
 
-// countPcapng counts the packets of a pcapng file the sidecar wrote.
-func countPcapng(r io.Reader) (int64, error) {
-	ng, err := pcapgo.NewNgReader(r, pcapgo.NgReaderOptions{WantMixedLinkType: true})
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for {
-		_, _, err := ng.ZeroCopyReadPacketData()
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-		n++
-	}
-}
+// countPcapng counts the packets of a pcapng file the sidecar wrote,
+// with the project's bounded reader: a file that says more than the
+// writer could have written (a snap or capture length past its snap
+// length, oversized blocks, too many interfaces or options) or ends
+// inside a block is an error naming the offset, never a count.
+func countPcapng(r io.Reader) (int64, error) { return pcapng.Count(r, pcapng.SnapLen) }

@@ -16,12 +16,13 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/pcapng"
+	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )
 
 // captured is what a session's pcap files hold, decoded.
@@ -43,29 +44,29 @@ func readCapture(t *testing.T, dir string) captured {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := pcapgo.NewNgReader(f, pcapgo.NgReaderOptions{WantMixedLinkType: true})
+		r, err := pcapng.NewReader(f, pcap.SnapLen)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		for {
-			data, ci, err := r.ReadPacketData()
+			p, err := r.Next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			intf, _ := r.Interface(ci.InterfaceIndex)
-			c.note(intf, data)
+			intf, _ := r.Interface(p.Interface)
+			c.note(intf, p.Data)
 		}
 		f.Close()
 	}
 	return c
 }
 
-func (c *captured) note(intf pcapgo.NgInterface, data []byte) {
+func (c *captured) note(intf pcapng.Interface, data []byte) {
 	var first gopacket.Decoder = layers.LayerTypeEthernet
-	if intf.LinkType == layers.LinkTypeRaw {
+	if intf.LinkType == uint16(layers.LinkTypeRaw) {
 		first = layers.LayerTypeIPv4
 	}
 	p := gopacket.NewPacket(data, first, gopacket.Default)

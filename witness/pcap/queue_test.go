@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 
+	"github.com/aptl/aptl-kali-capture/internal/pcapng"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -267,20 +267,20 @@ func packetPrefixes(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	r, err := pcapng.NewReader(f, SnapLen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	for {
-		data, _, err := r.ReadPacketData()
+		p, err := r.Next()
 		if err == io.EOF {
 			return out
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		prefix, _, _ := bytes.Cut(data, []byte{0})
+		prefix, _, _ := bytes.Cut(p.Data, []byte{0})
 		out = append(out, string(prefix))
 	}
 }
