@@ -18,9 +18,10 @@ type SourceNames struct {
 	// the class witnesses the session (vocab.AttrPcap) and, when it does
 	// not, why (vocab.AttrPcapReason).
 	State, Reason string
-	// On and Unavailable are State's values (vocab.PcapOn,
-	// vocab.PcapUnavailable).
-	On, Unavailable string
+	// On, Unavailable and Disabled are State's values (vocab.PcapOn,
+	// vocab.PcapUnavailable, vocab.PcapDisabled): disabled is a choice
+	// (Disable), unavailable a failure.
+	On, Unavailable, Disabled string
 }
 
 // Source is one witness class for recorder.Options.Witnesses: every
@@ -36,9 +37,10 @@ type Source[E any] struct {
 	// when the session closes.
 	witness func(eng *E, dir *os.File, notify func()) recorder.Witness
 
-	mu     sync.Mutex
-	eng    *E     // nil while unavailable
-	reason string // why eng is nil
+	mu       sync.Mutex
+	eng      *E     // nil while unavailable or disabled
+	reason   string // why eng is nil
+	disabled bool   // by choice (Disable): no engine is set after
 }
 
 // NewSource returns the class, unavailable for reason until SetEngine;
@@ -52,11 +54,22 @@ func NewSource[E any](names SourceNames, log *slog.Logger, reason string, witnes
 func (s *Source[E]) SetEngine(eng *E, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.disabled {
+		return
+	}
 	if eng == nil {
 		s.eng, s.reason = nil, reason
 		return
 	}
 	s.eng, s.reason = eng, ""
+}
+
+// Disable makes the source witness no session, by choice, for reason:
+// the open records say the class is disabled and why.
+func (s *Source[E]) Disable(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eng, s.reason, s.disabled = nil, reason, true
 }
 
 // Class implements recorder.WitnessSource.
@@ -65,8 +78,11 @@ func (s *Source[E]) Class() string { return s.names.Class }
 // Open implements recorder.WitnessSource.
 func (s *Source[E]) Open(mkdir func() (*os.File, error), notify func()) (recorder.Witness, map[string]string) {
 	s.mu.Lock()
-	eng, reason := s.eng, s.reason
+	eng, reason, disabled := s.eng, s.reason, s.disabled
 	s.mu.Unlock()
+	if disabled {
+		return nil, map[string]string{s.names.State: s.names.Disabled, s.names.Reason: reason}
+	}
 	if eng == nil {
 		return nil, s.unavailable(reason)
 	}

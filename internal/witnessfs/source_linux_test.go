@@ -12,7 +12,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
-var testNames = SourceNames{Class: "probe", State: "probe", Reason: "probe_reason", On: "on", Unavailable: "unavailable"}
+var testNames = SourceNames{Class: "probe", State: "probe", Reason: "probe_reason", On: "on", Unavailable: "unavailable", Disabled: "disabled"}
 
 // testEngine stands for a class's engine; the witness it makes records
 // what it was given.
@@ -58,6 +58,23 @@ func TestSourceStates(t *testing.T) {
 	w, attrs = src.Open(mkdir, func() {})
 	if w != nil || !maps.Equal(attrs, map[string]string{"probe": "unavailable", "probe_reason": "engine stopped"}) {
 		t.Errorf("after the engine stopped: witness %v, attributes %v", w, attrs)
+	}
+}
+
+// TestSourceDisabled: a disabled source makes no session's witness and
+// makes no folder; each open record says it is disabled and why, and an
+// engine set later does not turn it on.
+func TestSourceDisabled(t *testing.T) {
+	src := newTestSource(slog.New(slog.DiscardHandler))
+	src.Disable("not here")
+	src.SetEngine(&testEngine{}, "")
+	mkdir := func() (*os.File, error) {
+		t.Error("a disabled source made the class's folder")
+		return os.Open(t.TempDir())
+	}
+	w, attrs := src.Open(mkdir, func() {})
+	if w != nil || !maps.Equal(attrs, map[string]string{"probe": "disabled", "probe_reason": "not here"}) {
+		t.Errorf("disabled: witness %v, attributes %v", w, attrs)
 	}
 }
 

@@ -23,7 +23,7 @@ type Source = witnessfs.Source[Engine]
 
 // NewSource returns the audit class, unavailable for reason until SetEngine.
 func NewSource(limits Limits, log *slog.Logger, reason string) *Source {
-	names := witnessfs.SourceNames{Class: vocab.ClassAudit, State: vocab.AttrAudit, Reason: vocab.AttrAuditReason, On: vocab.AuditOn, Unavailable: vocab.AuditUnavailable}
+	names := witnessfs.SourceNames{Class: vocab.ClassAudit, State: vocab.AttrAudit, Reason: vocab.AttrAuditReason, On: vocab.AuditOn, Unavailable: vocab.AuditUnavailable, Disabled: vocab.AuditDisabled}
 	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, notify func()) recorder.Witness {
 		return &witness{eng: eng, notify: notify, dir: dir, ses: unsetID,
 			files: newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) })}

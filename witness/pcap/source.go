@@ -23,7 +23,7 @@ type Source = witnessfs.Source[Engine]
 // NewSource returns the pcap class, unavailable for the given reason until
 // SetEngine.
 func NewSource(limits Limits, log *slog.Logger, reason string) *Source {
-	names := witnessfs.SourceNames{Class: vocab.ClassPcap, State: vocab.AttrPcap, Reason: vocab.AttrPcapReason, On: vocab.PcapOn, Unavailable: vocab.PcapUnavailable}
+	names := witnessfs.SourceNames{Class: vocab.ClassPcap, State: vocab.AttrPcap, Reason: vocab.AttrPcapReason, On: vocab.PcapOn, Unavailable: vocab.PcapUnavailable, Disabled: vocab.PcapDisabled}
 	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, notify func()) recorder.Witness {
 		files := newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) })
 		return &closingTap{tap: newTap(eng, files, notify), dir: dir}
