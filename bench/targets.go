@@ -96,7 +96,9 @@ func startSSHD(sshd, name, dir string, acct *account, authorizedKey []byte, reco
 }
 
 // startServe starts the server binary with full recording (its default
-// classes: pty and pcap) and the local launch adapter.
+// classes: pty and pcap) and the local launch adapter; --pcap-host-netns,
+// since the benchmark runs on the host's loopback, where pcap is otherwise
+// off, and the witness's cost is part of what it measures.
 func startServe(bin, dir string, acct *account, authorizedKey []byte) (*target, error) {
 	t := &target{name: "us", dir: dir, records: filepath.Join(dir, "captures")}
 	state := filepath.Join(dir, "state")
@@ -112,7 +114,7 @@ func startServe(bin, dir string, acct *account, authorizedKey []byte) (*target, 
 	t.command = func() *exec.Cmd {
 		return exec.Command(bin, "serve", "--listen", t.addr, "--root", t.records, "--state-dir", state,
 			"--authorized-keys", keys, "--users", acct.name, "--ready-file", filepath.Join(dir, "ready"),
-			"--launch", "local", "--max-conns", "128", "--max-sessions", "128", "--log-level", "warn")
+			"--launch", "local", "--max-conns", "128", "--max-sessions", "128", "--log-level", "warn", "--pcap-host-netns")
 	}
 	if err := t.start(); err != nil {
 		return nil, err

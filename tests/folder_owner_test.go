@@ -42,8 +42,10 @@ func TestServeNamesFolderItCannotWrite(t *testing.T) {
 	}
 	// The compose sidecar's capability set: NET_RAW alone.
 	noBypass := []string{"--inh-caps=-all", "--bounding-set=-all,+net_raw", "--"}
+	// --pcap-host-netns: the test runs serve in its own network namespace,
+	// which may be the host's initial one, where pcap is otherwise off.
 	serveArgs := []string{bin, "serve", "--listen", "127.0.0.1:0", "--state-dir", state, "--root", filepath.Join(work, "captures"),
-		"--ready-file", filepath.Join(work, "ready")}
+		"--ready-file", filepath.Join(work, "ready"), "--pcap-host-netns"}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -44,10 +44,12 @@ const (
 )
 
 // witnessStates are the witnesses' readiness: ok, degraded (the engine
-// could not start) or disabled (--classes). procacct is derived from the
-// audit witness's records, so it shares its state.
+// could not start) or disabled (--classes; for pcap also the host's
+// initial network namespace, pcapReason saying so). procacct is derived
+// from the audit witness's records, so it shares its state.
 type witnessStates struct {
 	pcap, audit string
+	pcapReason  string        // why pcap is disabled where the class is selected
 	auditEngine *audit.Engine // nil unless audit is ok; its counts go to the file
 }
 
@@ -110,6 +112,9 @@ func (r *readiness) writeLocked() {
 	w := r.witnesses
 	body := fmt.Sprintf("ready_at=%s\nlisten=%s\nlisten_addr=%s\npid=%d\npty=%s\npcap=%s\nauditd=%s\nprocacct=%s\nlaunch=%s\nadapter=%s\n",
 		r.readyAt.Format(time.RFC3339Nano), stateOK, r.listen, os.Getpid(), stateOK, w.pcap, w.audit, w.audit, r.launch, r.adapter)
+	if w.pcapReason != "" {
+		body += "pcap_reason=" + w.pcapReason + "\n"
+	}
 	writeReadyFile(r.path, body+r.counts, r.log)
 }
 

@@ -144,16 +144,16 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if probe != nil {
 		log.Info("launch agent", "socket", cfg.agentSocket)
 	}
-	pcapState, stopPcap := startPcap(pcapSource, ln.Addr(), log)
+	pcapState, pcapOff, stopPcap := startPcap(pcapSource, ln.Addr(), cfg.pcapHostNetns, log)
 	defer stopPcap()
 	auditState, auditEngine, stopAudit := startAudit(auditSource, cfg, log)
 	defer stopAudit()
-	withdraw := startReadiness(cfg, ln.Addr().String(), probe, kick, witnessStates{pcap: pcapState, audit: auditState, auditEngine: auditEngine}, log)
+	withdraw := startReadiness(cfg, ln.Addr().String(), probe, kick, witnessStates{pcap: pcapState, pcapReason: pcapOff, audit: auditState, auditEngine: auditEngine}, log)
 	defer withdraw()
 	defer startRecovery(pending, hostKey, log)()
 	warnDevClientKey(log, ln.Addr(), clientKey)
 	if clientKey != "" {
-		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey); err != nil {
+		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey, pcapOff); err != nil {
 			return err
 		}
 	}
@@ -258,7 +258,7 @@ func authorizedKeysPath(cfg *serveConfig) (path, clientKey string, err error) {
 
 // printNewcomerHelp writes a known_hosts file for the listening address and
 // prints the exact ssh command that logs in with the newcomer key.
-func printNewcomerHelp(out io.Writer, cfg *serveConfig, addr net.Addr, hostKey gossh.PublicKey, clientKey string) error {
+func printNewcomerHelp(out io.Writer, cfg *serveConfig, addr net.Addr, hostKey gossh.PublicKey, clientKey, pcapOff string) error {
 	tcp, _ := addr.(*net.TCPAddr)
 	host := "127.0.0.1"
 	if tcp != nil && !tcp.IP.IsUnspecified() {
@@ -284,6 +284,9 @@ func printNewcomerHelp(out io.Writer, cfg *serveConfig, addr net.Addr, hostKey g
 		return fmt.Errorf("known_hosts: %w", err)
 	}
 	fmt.Fprintf(out, "aptl-kali-capture is recording sessions under %s\n", abs(cfg.root))
+	if pcapOff != "" {
+		fmt.Fprintf(out, "Packets are not captured: %s.\n", pcapOff)
+	}
 	fmt.Fprintf(out, "Connect with stock OpenSSH:\n\n  ssh -p %d -i %s -o IdentitiesOnly=yes -o %s %s\n\n",
 		port, shellQuote(abs(clientKey)), shellQuote("UserKnownHostsFile="+abs(kh)), shellQuote(cfg.users[0]+"@"+host))
 	return nil
@@ -303,12 +306,23 @@ func witnesses(pcapSource *pcap.Source, auditSource *audit.Source) []recorder.Wi
 
 // startPcap starts the capture engine once the listener's port is known
 // (its own traffic is left out in the kernel), and returns the readiness
-// state: disabled when the class is not selected, degraded when the
+// state: disabled when the class is not selected, or when serve runs in
+// the host's initial network namespace without --pcap-host-netns (off
+// then says why, and each session's open record too); degraded when the
 // engine cannot start (no CAP_NET_RAW): sessions then run and are
 // transcribed, and their open records say pcap was unavailable and why.
-func startPcap(src *pcap.Source, addr net.Addr, log *slog.Logger) (state string, stop func()) {
+func startPcap(src *pcap.Source, addr net.Addr, hostAllowed bool, log *slog.Logger) (state, off string, stop func()) {
 	if src == nil {
-		return stateDisabled, func() {}
+		return stateDisabled, "", func() {}
+	}
+	where := pcap.CheckNetns()
+	if capture, reason := pcap.Scope(where, hostAllowed); !capture {
+		log.Warn("pcap capture off; sessions are recorded without packets", "reason", reason)
+		src.Disable(reason)
+		return stateDisabled, reason, func() {}
+	}
+	if where.Netns != pcap.NetnsOwn {
+		log.Warn("pcap captures in the host's initial network namespace (--pcap-host-netns): every process's packets on the host are in each session's pcap files", "netns", where.Basis)
 	}
 	port := uint16(0)
 	if ta, ok := addr.(*net.TCPAddr); ok {
@@ -318,11 +332,11 @@ func startPcap(src *pcap.Source, addr net.Addr, log *slog.Logger) (state string,
 	if err != nil {
 		log.Warn("pcap capture unavailable; sessions are recorded without packets", "err", err.Error())
 		src.SetEngine(nil, err.Error())
-		return stateDegraded, func() {}
+		return stateDegraded, "", func() {}
 	}
 	src.SetEngine(eng, "")
 	log.Info("pcap capture", "snaplen", pcap.SnapLen, "excluded_tcp_port", port)
-	return stateOK, func() {
+	return stateOK, "", func() {
 		src.SetEngine(nil, "the capture engine stopped")
 		if err := eng.Close(); err != nil {
 			log.Warn("pcap: stop the capture engine", "err", err.Error())
