@@ -15,49 +15,63 @@ import (
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
-// auditLines is an audit witness that writes the given lines, as the audit
-// witness writes the kernel's records, into the session's one audit file
-// and vouches for it with an audit-file record at the close.
-type auditLines struct{ lines string }
-
-func (a auditLines) Class() string { return vocab.ClassAudit }
-func (a auditLines) Open(mkdir func() (*os.File, error), _ func()) (recorder.Witness, map[string]string) {
-	return &auditLinesWitness{mkdir: mkdir, lines: a.lines}, map[string]string{vocab.AttrAudit: "on"}
+// oneFileWitness is a witness of one class that writes content, as the
+// witnesses write their files, into the session's one file of that class
+// and vouches for it with a file record at the close, counting count items.
+type oneFileWitness struct {
+	class, state, name   string
+	fileType, countAttr  string
+	stateAttr, filesAttr string
+	content              string
+	count                int64
 }
 
-type auditLinesWitness struct {
+// auditLines is the audit witness writing the given lines, as the audit
+// witness writes the kernel's records, one record per line.
+func auditLines(lines string) oneFileWitness {
+	return oneFileWitness{class: vocab.ClassAudit, state: "on", name: "audit-000001.log",
+		fileType: vocab.TypeAuditFile, countAttr: vocab.AttrRecords,
+		stateAttr: vocab.AttrAudit, filesAttr: vocab.AttrAuditFiles,
+		content: lines, count: int64(strings.Count(lines, "\n"))}
+}
+
+func (o oneFileWitness) Class() string { return o.class }
+func (o oneFileWitness) Open(mkdir func() (*os.File, error), _ func()) (recorder.Witness, map[string]string) {
+	return &oneFileWitnessRun{o: o, mkdir: mkdir}, map[string]string{o.stateAttr: o.state}
+}
+
+type oneFileWitnessRun struct {
+	o     oneFileWitness
 	mkdir func() (*os.File, error)
-	lines string
 }
 
-func (w *auditLinesWitness) Start() map[string]string                            { return nil }
-func (w *auditLinesWitness) Checkpoint(recorder.Emit) (map[string]string, error) { return nil, nil }
-func (w *auditLinesWitness) Close(emit recorder.Emit) (map[string]string, error) {
+func (w *oneFileWitnessRun) Start() map[string]string                            { return nil }
+func (w *oneFileWitnessRun) Checkpoint(recorder.Emit) (map[string]string, error) { return nil, nil }
+func (w *oneFileWitnessRun) Close(emit recorder.Emit) (map[string]string, error) {
 	d, err := w.mkdir()
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	name := "audit-000001.log"
-	f, err := witnessfs.CreateIn(d, name)
+	f, err := witnessfs.CreateIn(d, w.o.name)
 	if err != nil {
 		return nil, err
 	}
-	_, err = f.WriteString(w.lines)
+	_, err = f.WriteString(w.o.content)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(w.lines))
+	sum := sha256.Sum256([]byte(w.o.content))
 	now := time.Now()
-	rec := witnessfs.FileRecord{Name: name, CountAttr: vocab.AttrRecords, Count: int64(strings.Count(w.lines, "\n")),
-		Size: int64(len(w.lines)), SHA256: hex.EncodeToString(sum[:]), First: now, Last: now}
-	if err := emit(vocab.TypeAuditFile, rec.Attrs()); err != nil {
+	rec := witnessfs.FileRecord{Name: w.o.name, CountAttr: w.o.countAttr, Count: w.o.count,
+		Size: int64(len(w.o.content)), SHA256: hex.EncodeToString(sum[:]), First: now, Last: now}
+	if err := emit(w.o.fileType, rec.Attrs()); err != nil {
 		return nil, err
 	}
-	return map[string]string{vocab.AttrAuditFiles: "1"}, nil
+	return map[string]string{w.o.filesAttr: "1"}, nil
 }
 
 // recordAudit records a finalized session on /dev/pts/3 bound to audit
@@ -65,7 +79,7 @@ func (w *auditLinesWitness) Close(emit recorder.Emit) (map[string]string, error)
 func recordAudit(t *testing.T, lines string) string {
 	t.Helper()
 	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-1", SessionID: "aud", TTY: "/dev/pts/3"},
-		recorder.Options{Signer: signer(t), Witnesses: []recorder.WitnessSource{auditLines{lines}}})
+		recorder.Options{Signer: signer(t), Witnesses: []recorder.WitnessSource{auditLines(lines)}})
 	if err != nil {
 		t.Fatal(err)
 	}
