@@ -59,7 +59,7 @@ var crashLoadCommands = [crashLoads]string{
 	loadTyping: crashStartMarker + "\n",
 }
 
-var crashStarted = regexp.MustCompile(`GO_42\r\n`)
+var crashShellUp, crashStarted = regexp.MustCompile(`UP_42\r\n`), regexp.MustCompile(`GO_42\r\n`)
 
 // crashSeed is APTL_CAPTURE_CRASH_SEED when set (to replay a failed
 // campaign's schedule), otherwise new for each run.
@@ -145,6 +145,9 @@ type cutSession struct {
 	load  crashLoad
 	crash int
 	snap  fileSnapshot
+	// stmt is the recovery file a restart killed during its recovery
+	// left, if any.
+	stmt []byte
 }
 
 // crashVerifyOutput is the part of `verify --json` the campaign reads.
@@ -168,12 +171,24 @@ type crashVerifyOutput struct {
 //     at the kill, and recovery added only its recovery file
 //     (compareSnapshot); a later crash and restart change none of them.
 //
+// One restart in four is itself killed while its recovery runs; it too
+// must leave the crash's bytes unchanged, and each session with no
+// recovery file or a whole one (verify: unfinalized), which the next
+// restart leaves as it is while it recovers the rest.
+//
 // The schedule is random but seeded; the seed is logged, and
 // APTL_CAPTURE_CRASH_SEED replays it.
 func TestCrashCampaign(t *testing.T) {
 	crashes, maxDelay := 5, 500*time.Millisecond
 	if slowTests {
 		crashes = 100
+	}
+	if v := os.Getenv("APTL_CAPTURE_CRASHES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100000 {
+			t.Fatalf("APTL_CAPTURE_CRASHES=%q: want a whole number from 1 to 100000", v)
+		}
+		crashes = n
 	}
 	seed := crashSeed(t)
 	t.Logf("crash campaign seed %d (APTL_CAPTURE_CRASH_SEED=%d replays the schedule)", seed, seed)
@@ -183,38 +198,81 @@ func TestCrashCampaign(t *testing.T) {
 	began := time.Now()
 
 	var sessions, recovered, rechecked, failures int
+	var interrupted, interruptedMidway int // restarts killed during their recovery; of them, those that had recovered some sessions, not all
 	var tornLog, unaccounted, unsigned int // sessions whose log ended torn, with typescript bytes past it, with unsigned records
 	var bytesCompared int64
 	var perLoad [crashLoads]int
+	// Where the wall time goes, for the summary: starts (with the wait for
+	// recovery), opening sessions, streaming until the kill, and checking.
+	var tStart, tOpen, tStream, tCheck time.Duration
+	mark := time.Now()
+	phase := func(d *time.Duration) { now := time.Now(); *d += now.Sub(mark); mark = now }
 	fail := func(format string, args ...any) {
 		t.Helper()
 		failures++
 		t.Errorf(format, args...)
 	}
 	var cut, recoveredLast []cutSession // cut by the last crash; recovered at the last start
+	pub := filepath.Join(work, "aptl-dev", "state", "ssh_host_ed25519_key.pub")
 	for round := 0; ; round++ {
+		// One restart in four is killed too, 0-60 ms after it opened its
+		// port, while its recovery runs: what it leaves must be the
+		// crash's bytes and, per session, no recovery file or a whole one.
+		pending := len(cut)
+		if pending > 0 && rng.IntN(4) == 0 {
+			ls := startLiveServerIn(t, bin, work)
+			time.Sleep(time.Duration(rng.Int64N(int64(60 * time.Millisecond))))
+			if err := ls.srv.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			ls.wait()
+			interrupted++
+			for i, s := range cut {
+				after := snapshotFiles(t, s.dir)
+				n, problems := compareSnapshot(s.snap, after, recoveryAdds)
+				bytesCompared += n
+				for _, p := range problems {
+					fail("crash %d, %s session %s, after a restart killed during its recovery: %s", s.crash, crashLoadNames[s.load], s.dir, p)
+				}
+				if stmt, ok := after[recoveryAdds]; ok {
+					pending--
+					cut[i].stmt = stmt
+					if rep := examine.Verify(s.dir, []gossh.PublicKey{ls.hostKey}); rep.Status != examine.StatusUnfinalized {
+						fail("crash %d, %s session %s, its recovery killed after its file was named: status %s, want unfinalized: %v",
+							s.crash, crashLoadNames[s.load], s.dir, rep.Status, rep.Anomalies)
+					}
+				}
+			}
+			if pending > 0 && pending < len(cut) {
+				interruptedMidway++
+			}
+		}
+
 		mode := []string{"interval", "strict"}[rng.IntN(2)]
 		ls := startLiveServerIn(t, bin, work, "--sync", mode)
-		pub := filepath.Join(work, "aptl-dev", "state", "ssh_host_ed25519_key.pub")
-
-		// The sessions recovered at the previous start: this crash and
-		// restart changed none of their bytes, recovery file included.
-		for _, s := range recoveredLast {
-			n, problems := compareSnapshot(s.snap, snapshotFiles(t, s.dir))
-			bytesCompared += n
-			rechecked++
-			for _, p := range problems {
-				fail("crash %d, %s session %s, after a later crash and restart: %s", s.crash, crashLoadNames[s.load], s.dir, p)
-			}
-			os.RemoveAll(s.dir) // keeps the volume and the start's scan small
-		}
-		recoveredLast = nil
-
 		if len(cut) > 0 {
 			n, bad := waitRecoveryFinished(t, ls)
-			if n != len(cut) || bad != 0 {
-				fail("restart after crash %d: %d sessions recovered, %d failed, want %d and 0; logs:\n%s", round-1, n, bad, len(cut), ls.logs.String())
+			if n != pending || bad != 0 {
+				fail("restart after crash %d: %d sessions recovered, %d failed, want %d and 0; logs:\n%s", round-1, n, bad, pending, ls.logs.String())
 			}
+			phase(&tStart)
+			// The sessions recovered at the previous start: this crash
+			// and restart's recovery changed none of their bytes,
+			// recovery file included. Removed only now, once the
+			// recovery that listed them is done, to keep the volume and
+			// the next start's scan small.
+			for _, s := range recoveredLast {
+				n, problems := compareSnapshot(s.snap, snapshotFiles(t, s.dir))
+				bytesCompared += n
+				rechecked++
+				for _, p := range problems {
+					fail("crash %d, %s session %s, after a later crash and restart: %s", s.crash, crashLoadNames[s.load], s.dir, p)
+				}
+				if err := os.RemoveAll(s.dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			recoveredLast = nil
 			var dirs []string
 			for _, s := range cut {
 				dirs = append(dirs, s.dir)
@@ -247,11 +305,15 @@ func TestCrashCampaign(t *testing.T) {
 				for _, p := range problems {
 					fail("%s, after recovery: %s", what, p)
 				}
+				if s.stmt != nil && !bytes.Equal(after[recoveryAdds], s.stmt) {
+					fail("%s: the recovery file a killed restart left was changed by the next one", what)
+				}
 				s.snap = after
 				recoveredLast = append(recoveredLast, s)
 			}
 			cut = nil
 		}
+		phase(&tCheck)
 		if round == crashes {
 			if err := ls.srv.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
@@ -260,14 +322,14 @@ func TestCrashCampaign(t *testing.T) {
 			break
 		}
 
-		// 1 to 4 sessions stream; the loads take turns.
+		// 1 to 4 sessions stream; the loads take turns. All are open,
+		// their shells answering, before any load starts, so that no
+		// bulk output slows the next one's start.
 		open := 1 + rng.IntN(4)
 		stop := make(chan struct{})
 		var clients []*gossh.Client
+		var shells []*shellSession
 		for j := 0; j < open; j++ {
-			load := crashLoad(sessions % int(crashLoads))
-			sessions++
-			perLoad[load]++
 			c, err := gossh.Dial("tcp", ls.addr, ls.config)
 			if err != nil {
 				t.Fatalf("crash %d: dial: %v\nlogs:\n%s", round, err, ls.logs.String())
@@ -275,13 +337,26 @@ func TestCrashCampaign(t *testing.T) {
 			clients = append(clients, c)
 			id := fmt.Sprintf("c%03d-%d", round, j)
 			ss := openShell(t, c, map[string]string{"APTL_SESSION_ID": id, "APTL_RUN_ID": "crash"}, 24, 80)
-			ss.send(crashLoadCommands[load])
-			ss.waitOutput(crashStarted)
-			if load == loadTyping {
-				go typeAtPace(ss, rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())), stop)
-			}
+			ss.send("echo \"UP_$((40+2))\"\n")
+			shells = append(shells, ss)
+			load := crashLoad(sessions % int(crashLoads))
+			sessions++
+			perLoad[load]++
 			cut = append(cut, cutSession{dir: ls.sessionDir("crash", id), load: load, crash: round})
 		}
+		for _, ss := range shells { // the shells start at once
+			ss.waitOutput(crashShellUp)
+		}
+		for j, ss := range shells {
+			ss.send(crashLoadCommands[cut[j].load])
+		}
+		for j, ss := range shells {
+			ss.waitOutput(crashStarted)
+			if cut[j].load == loadTyping {
+				go typeAtPace(ss, rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())), stop)
+			}
+		}
+		phase(&tOpen)
 		time.Sleep(time.Duration(rng.Int64N(int64(maxDelay))))
 		if err := ls.srv.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -291,6 +366,7 @@ func TestCrashCampaign(t *testing.T) {
 		for _, c := range clients {
 			c.Close()
 		}
+		phase(&tStream)
 		// The bytes on disk at the crash, before any restart reads them;
 		// the examiner already says unfinalized, not tampered.
 		for i := range cut {
@@ -301,9 +377,10 @@ func TestCrashCampaign(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("crash campaign summary: seed=%d crashes=%d sessions=%d (small-writes=%d bulk=%d typing=%d) recovered=%d rechecked=%d bytes_compared=%d cut_states: torn_log=%d ts_past_log=%d unsigned_records=%d failures=%d wall=%s",
+	t.Logf("crash campaign summary: seed=%d crashes=%d sessions=%d (small-writes=%d bulk=%d typing=%d) recovered=%d rechecked=%d bytes_compared=%d cut_states: torn_log=%d ts_past_log=%d unsigned_records=%d restarts_killed_in_recovery=%d (midway=%d) failures=%d wall=%s (starts %s, opening %s, streaming %s, checks %s)",
 		seed, crashes, sessions, perLoad[loadSmall], perLoad[loadBulk], perLoad[loadTyping], recovered, rechecked, bytesCompared,
-		tornLog, unaccounted, unsigned, failures, time.Since(began).Round(time.Millisecond))
+		tornLog, unaccounted, unsigned, interrupted, interruptedMidway, failures, time.Since(began).Round(time.Millisecond),
+		tStart.Round(time.Millisecond), tOpen.Round(time.Millisecond), tStream.Round(time.Millisecond), tCheck.Round(time.Millisecond))
 }
 
 // typeAtPace types `echo typed N` lines into ss a key at a time, 5-45 ms
