@@ -47,9 +47,13 @@ const (
 	// apart, and the shell runs each.
 	loadTyping
 	crashLoads
+	// loadStarting: a session the kill cuts while it starts (its shell
+	// requested 0-10 ms before), in one round in three; not in the
+	// streaming loads' turns.
+	loadStarting = crashLoads
 )
 
-var crashLoadNames = [crashLoads]string{"small-writes", "bulk", "typing"}
+var crashLoadNames = [crashLoads + 1]string{"small-writes", "bulk", "typing", "starting"}
 
 const crashStartMarker = `echo "GO_$((40+2))"; `
 
@@ -176,6 +180,11 @@ type crashVerifyOutput struct {
 // recovery file or a whole one (verify: unfinalized), which the next
 // restart leaves as it is while it recovers the rest.
 //
+// One round in three also starts a session 0-10 ms before the kill: one
+// whose open record made it is checked like the others; one cut before
+// its open record is counted and shown in the summary (a known finding,
+// see loadStarting), not yet failed.
+//
 // The schedule is random but seeded; the seed is logged, and
 // APTL_CAPTURE_CRASH_SEED replays it.
 func TestCrashCampaign(t *testing.T) {
@@ -201,7 +210,9 @@ func TestCrashCampaign(t *testing.T) {
 	var interrupted, interruptedMidway int // restarts killed during their recovery; of them, those that had recovered some sessions, not all
 	var tornLog, unaccounted, unsigned int // sessions whose log ended torn, with typescript bytes past it, with unsigned records
 	var bytesCompared int64
-	var perLoad [crashLoads]int
+	var perLoad [crashLoads + 1]int
+	cutStarts := map[string]int{} // starts cut before an open record, by what they left
+	var startsBeforeFolder int    // starts the kill came before
 	// Where the wall time goes, for the summary: starts (with the wait for
 	// recovery), opening sessions, streaming until the kill, and checking.
 	var tStart, tOpen, tStream, tCheck time.Duration
@@ -357,7 +368,19 @@ func TestCrashCampaign(t *testing.T) {
 			}
 		}
 		phase(&tOpen)
-		time.Sleep(time.Duration(rng.Int64N(int64(maxDelay))))
+		delay := time.Duration(rng.Int64N(int64(maxDelay)))
+		var starting string // the session starting at the kill, if any
+		if rng.IntN(3) == 0 {
+			c, err := gossh.Dial("tcp", ls.addr, ls.config)
+			if err != nil {
+				t.Fatalf("crash %d: dial: %v\nlogs:\n%s", round, err, ls.logs.String())
+			}
+			clients = append(clients, c)
+			starting = fmt.Sprintf("c%03d-start", round)
+			go startShell(c, starting)
+			delay = time.Duration(rng.Int64N(int64(10 * time.Millisecond)))
+		}
+		time.Sleep(delay)
 		if err := ls.srv.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -367,6 +390,29 @@ func TestCrashCampaign(t *testing.T) {
 			c.Close()
 		}
 		phase(&tStream)
+		if starting != "" {
+			dir := ls.sessionDir("crash", starting)
+			switch state := cutStartState(t, dir, ls.hostKey); state {
+			case "":
+				sessions++
+				perLoad[loadStarting]++
+				cut = append(cut, cutSession{dir: dir, load: loadStarting, crash: round})
+			case "no-folder": // the kill came first: nothing to recover
+				startsBeforeFolder++
+			default:
+				// Known (issue 25, crash campaign report): a start cut
+				// before its open record leaves a folder that verify
+				// calls tampered (no log) or that no restart can recover
+				// (a log with no record). Counted and shown, then
+				// removed, so the recovery counts stay exact; it is to
+				// become a failure once the start is made crash-safe.
+				cutStarts[state]++
+				t.Logf("crash %d: a session start cut before its open record: %s", round, state)
+				if err := os.RemoveAll(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		// The bytes on disk at the crash, before any restart reads them;
 		// the examiner already says unfinalized, not tampered.
 		for i := range cut {
@@ -377,10 +423,49 @@ func TestCrashCampaign(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("crash campaign summary: seed=%d crashes=%d sessions=%d (small-writes=%d bulk=%d typing=%d) recovered=%d rechecked=%d bytes_compared=%d cut_states: torn_log=%d ts_past_log=%d unsigned_records=%d restarts_killed_in_recovery=%d (midway=%d) failures=%d wall=%s (starts %s, opening %s, streaming %s, checks %s)",
-		seed, crashes, sessions, perLoad[loadSmall], perLoad[loadBulk], perLoad[loadTyping], recovered, rechecked, bytesCompared,
-		tornLog, unaccounted, unsigned, interrupted, interruptedMidway, failures, time.Since(began).Round(time.Millisecond),
+	t.Logf("crash campaign summary: seed=%d crashes=%d sessions=%d (small-writes=%d bulk=%d typing=%d starting=%d) recovered=%d rechecked=%d bytes_compared=%d cut_states: torn_log=%d ts_past_log=%d unsigned_records=%d restarts_killed_in_recovery=%d (midway=%d) starts_killed_before_folder=%d starts_cut_before_open_record=%v failures=%d wall=%s (starts %s, opening %s, streaming %s, checks %s)",
+		seed, crashes, sessions, perLoad[loadSmall], perLoad[loadBulk], perLoad[loadTyping], perLoad[loadStarting], recovered, rechecked, bytesCompared,
+		tornLog, unaccounted, unsigned, interrupted, interruptedMidway, startsBeforeFolder, cutStarts, failures, time.Since(began).Round(time.Millisecond),
 		tStart.Round(time.Millisecond), tOpen.Round(time.Millisecond), tStream.Round(time.Millisecond), tCheck.Round(time.Millisecond))
+}
+
+// startShell asks c for a PTY shell as session id, ignoring every
+// error: the kill comes while it does.
+func startShell(c *gossh.Client, id string) {
+	s, err := c.NewSession()
+	if err != nil {
+		return
+	}
+	s.Setenv("APTL_SESSION_ID", id)
+	s.Setenv("APTL_RUN_ID", "crash")
+	if s.RequestPty("xterm", 24, 80, gossh.TerminalModes{gossh.ECHO: 1}) == nil {
+		s.Shell()
+	}
+}
+
+// cutStartState says what a session start the kill cut left in dir: ""
+// when its log holds the open record (a session cut like the streaming
+// ones), otherwise the state: no folder, or a folder whose log is missing
+// or holds no record, with verify's status.
+func cutStartState(t *testing.T, dir string, key gossh.PublicKey) string {
+	t.Helper()
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		return "no-folder"
+	}
+	rep := examine.Verify(dir, []gossh.PublicKey{key})
+	// A launch the kill caught between fork and exec holds the log's
+	// lock for an instant longer: in-progress, then unfinalized.
+	for i := 0; i < 100 && rep.Status == examine.StatusInProgress; i++ {
+		time.Sleep(10 * time.Millisecond)
+		rep = examine.Verify(dir, []gossh.PublicKey{key})
+	}
+	if rep.Records > 0 {
+		return ""
+	}
+	if _, err := os.Lstat(filepath.Join(dir, vocab.PTYDir, vocab.LogFile)); err != nil {
+		return "no-log/" + string(rep.Status)
+	}
+	return "log-without-records/" + string(rep.Status)
 }
 
 // typeAtPace types `echo typed N` lines into ss a key at a time, 5-45 ms
