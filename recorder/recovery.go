@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -73,34 +74,24 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 	if err := tailAttrs(d, rep, attrs); err != nil {
 		return err
 	}
-	// O_CREAT|O_EXCL|O_NOFOLLOW in the open pty folder: never through a
-	// link, never over an existing file.
-	f, err := d.createFile(vocab.RecoveryFile)
-	if err != nil {
-		return fmt.Errorf("recorder: recover %s: %w", dir, err)
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		// A recovery file that did not get its records whole (a full
-		// disk) goes again: its name alone would tell the next start
-		// the session was recovered.
-		if err != nil {
-			err = errors.Join(err, d.removeMade())
-		}
-	}()
-	w := integrity.ContinueWriter(f, rep.RunID, rep.SessionID, signer, now, uint64(last+1), rep.ChainHead)
+	// The record and its checkpoint are made in memory and the file gets
+	// its name only with both in it (createWhole): its name alone tells
+	// the next start the session was recovered, so a crash mid-recovery
+	// must leave no file, never a torn one that no start would replace
+	// and verify would call tampered. Never through a link, never over
+	// an existing file.
+	var statement bytes.Buffer
+	w := integrity.ContinueWriter(&statement, rep.RunID, rep.SessionID, signer, now, uint64(last+1), rep.ChainHead)
 	if err := w.Append(vocab.TypeRecovery, attrs); err != nil {
 		return err
 	}
 	if err := w.Checkpoint(nil); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		return err
+	if err := d.createWhole(vocab.RecoveryFile, statement.Bytes()); err != nil {
+		return fmt.Errorf("recorder: recover %s: %w", dir, err)
 	}
-	return d.pty.Sync()
+	return nil
 }
 
 // tailAttrs describes the typescript bytes from off on, which no verified

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // Faults the tool servers' sessions meet. Covered elsewhere: a full
@@ -71,13 +72,21 @@ type liveServer struct {
 	work    string
 	hostKey gossh.PublicKey
 	config  *gossh.ClientConfig
+	logs    *testutil.LockedBuffer
 }
 
+// startLiveServer builds the binary and serves in a new folder.
 func startLiveServer(t *testing.T, extra ...string) *liveServer {
 	t.Helper()
-	bin := buildForLiveTest(t)
-	work := t.TempDir()
-	srv, sshArgs, _ := startServe(t, bin, work, append([]string{"--ready-file", filepath.Join(work, "ready")}, extra...)...)
+	return startLiveServerIn(t, buildForLiveTest(t), t.TempDir(), extra...)
+}
+
+// startLiveServerIn serves with the built binary bin in work: a folder
+// a server served in before keeps its capture root, host key and client
+// key, as a restart on the same volume does (the crash campaign).
+func startLiveServerIn(t *testing.T, bin, work string, extra ...string) *liveServer {
+	t.Helper()
+	srv, sshArgs, logs := startServe(t, bin, work, append([]string{"--ready-file", filepath.Join(work, "ready")}, extra...)...)
 	// The printed command: ssh -p PORT -i KEY ... USER@HOST.
 	var port, keyPath, login string
 	for i, a := range sshArgs {
@@ -97,7 +106,7 @@ func startLiveServer(t *testing.T, extra ...string) *liveServer {
 	}
 	key := readHostKey(t, filepath.Join(work, "aptl-dev", "state"))
 	return &liveServer{
-		srv: srv.Process, wait: srv.Wait, addr: net.JoinHostPort(host, port), work: work, hostKey: key,
+		srv: srv.Process, wait: srv.Wait, addr: net.JoinHostPort(host, port), work: work, hostKey: key, logs: logs,
 		config: &gossh.ClientConfig{User: user, Auth: []gossh.AuthMethod{gossh.PublicKeys(signer)}, HostKeyCallback: gossh.FixedHostKey(key), Timeout: 10 * time.Second},
 	}
 }
@@ -120,9 +129,14 @@ func (ls *liveServer) openLiveSessions(t *testing.T, n int) []string {
 		ss := openShell(t, c, map[string]string{"APTL_SESSION_ID": id, "APTL_RUN_ID": "fault"}, 24, 80)
 		ss.send("echo \"UP_$((40+2))\"; seq 1 200\n")
 		ss.waitOutput(regexp.MustCompile(`UP_42\r\n(?s:.*)200\r\n`))
-		dirs = append(dirs, filepath.Join(ls.work, "aptl-dev", "captures", "fault", id))
+		dirs = append(dirs, ls.sessionDir("fault", id))
 	}
 	return dirs
+}
+
+// sessionDir is the record folder of session id in run.
+func (ls *liveServer) sessionDir(run, id string) string {
+	return filepath.Join(ls.work, "aptl-dev", "captures", run, id)
 }
 
 // TestFaultSIGTERMWithOpenSessions: SIGTERM to the sidecar with 50 open
