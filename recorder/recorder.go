@@ -155,6 +155,9 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	if err := s.chain.Append(vocab.TypeOpen, withExactValues(open)); err != nil {
 		return nil, err
 	}
+	if err := dirs.publish(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

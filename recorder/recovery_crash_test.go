@@ -124,6 +124,9 @@ func TestCreateWholeNeverOverwrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.close()
+			if err := d.publish(); err != nil {
+				t.Fatal(err)
+			}
 			path := filepath.Join(d.path, ptyDirName, vocab.RecoveryFile)
 			if err := tc.create(d, vocab.RecoveryFile, []byte("first\n")); err != nil {
 				t.Fatal(err)

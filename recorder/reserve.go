@@ -72,7 +72,11 @@ func openReserve(root string) (*os.File, error) {
 
 // openReserveDir opens <root>/_sidecar/reserve, making it if needed,
 // never through a link.
-func openReserveDir(root string) (*os.File, error) {
+func openReserveDir(root string) (*os.File, error) { return openSidecarDir(root, reserveDir) }
+
+// openSidecarDir opens <root>/_sidecar/<name>, the sidecar's own folders
+// on the capture volume, making them if needed, never through a link.
+func openSidecarDir(root, name string) (*os.File, error) {
 	rootDir, err := openRoot(root)
 	if err != nil {
 		return nil, err
@@ -83,9 +87,9 @@ func openReserveDir(root string) (*os.File, error) {
 		return nil, fmt.Errorf("recorder: %s folder: %w", sidecarDir, err)
 	}
 	defer side.Close()
-	dir, err := mkdirBeneath(side, reserveDir, true)
+	dir, err := mkdirBeneath(side, name, true)
 	if err != nil {
-		return nil, fmt.Errorf("recorder: %s/%s folder: %w", sidecarDir, reserveDir, err)
+		return nil, fmt.Errorf("recorder: %s/%s folder: %w", sidecarDir, name, err)
 	}
 	return dir, nil
 }

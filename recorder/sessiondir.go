@@ -1,6 +1,8 @@
 package recorder
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -31,12 +33,27 @@ type sessionDirs struct {
 	session   *os.File // made by makeSessionDirs
 	pty       *os.File // made by makeSessionDirs
 	made      []string // what this session created, in creation order: "session", "pty", then file names
+
+	// A new session's folder is made under a name of its own in the
+	// sidecar's folder (<root>/_sidecar/starting/<startName>) and gets
+	// its name in the run folder only once it holds the open record
+	// (publish): a sidecar killed during a start leaves no session
+	// folder without a record, which verify would call tampered and no
+	// restart could recover. SweepStarts removes what a crash left there.
+	starting  *os.File // <root>/_sidecar/starting, until published
+	startName string
+	published bool
 }
 
-// makeSessionDirs creates the run folder if needed, then the session and pty
-// folders, which must be new (ErrSessionExists), and opens all three
-// without following symlinks (ErrUnsafeDir). On failure it removes what it
-// made, so a refused session leaves no folder behind.
+// startingDir is the sidecar's folder of session starts not yet published.
+const startingDir = "starting"
+
+// makeSessionDirs creates the run folder if needed, then the session
+// folder, under its starting name until publish, and its pty folder, and
+// opens all three without following symlinks (ErrUnsafeDir). The session
+// id must be unused in the run folder (ErrSessionExists; publish checks
+// it again, atomically). On failure it removes what it made, so a refused
+// session leaves no folder behind.
 func makeSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) {
 	if err := os.MkdirAll(root, dirMode); err != nil {
 		return nil, fmt.Errorf("recorder: create capture root: %w", err)
@@ -55,11 +72,17 @@ func makeSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) 
 	if d.run, err = mkdirBeneath(rootDir, runID, true); err != nil {
 		return nil, fmt.Errorf("recorder: run folder %s: %w", runID, err)
 	}
-	if d.session, err = mkdirBeneath(d.run, sessionID, false); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("recorder: session %s/%s: %w", runID, sessionID, ErrSessionExists)
-		}
-		return nil, fmt.Errorf("recorder: session folder %s/%s: %w", runID, sessionID, err)
+	if err := nameFree(d.run, sessionID); err != nil {
+		return nil, fmt.Errorf("recorder: session %s/%s: %w", runID, sessionID, err)
+	}
+	if d.starting, err = openSidecarDir(root, startingDir); err != nil {
+		return nil, err
+	}
+	if d.startName, err = newStartName(); err != nil {
+		return nil, err
+	}
+	if d.session, err = mkdirBeneath(d.starting, d.startName, false); err != nil {
+		return nil, fmt.Errorf("recorder: session folder %s/%s (starting): %w", runID, sessionID, err)
 	}
 	d.made = append(d.made, "session")
 	if d.pty, err = mkdirBeneath(d.session, ptyDirName, false); err != nil {
@@ -67,6 +90,92 @@ func makeSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) 
 	}
 	d.made = append(d.made, "pty")
 	return d, nil
+}
+
+// nameFree reports ErrSessionExists when anything has name in run: a
+// session id is used once, whatever took it.
+func nameFree(run *os.File, name string) error {
+	var st unix.Stat_t
+	err := ignoringEINTR(func() error { return unix.Fstatat(int(run.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) })
+	switch {
+	case err == nil:
+		return ErrSessionExists
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	}
+	return &os.PathError{Op: "fstatat", Path: name, Err: err}
+}
+
+// newStartName is a starting folder's name: random, so concurrent starts
+// (of one id too) never meet; which session it is, is in its open record.
+func newStartName() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("recorder: name a starting session folder: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// publish gives the session folder, which now holds the open record, its
+// name in the run folder: one rename, which never replaces (a concurrent
+// start of the same id that published first wins; this one is then
+// ErrSessionExists). The run folder is synced so the name outlives a host
+// crash: a start the crash undid would be swept, its transcript with it.
+func (d *sessionDirs) publish() error {
+	err := ignoringEINTR(func() error {
+		return unix.Renameat2(int(d.starting.Fd()), d.startName, int(d.run.Fd()), d.sessionID, unix.RENAME_NOREPLACE)
+	})
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		// A file system without RENAME_NOREPLACE: a plain rename refuses
+		// a file or a folder that holds anything, and nameFree refused
+		// the rest when the start began.
+		err = ignoringEINTR(func() error {
+			return unix.Renameat(int(d.starting.Fd()), d.startName, int(d.run.Fd()), d.sessionID)
+		})
+	}
+	switch {
+	case errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("recorder: session %s: %w", d.path, ErrSessionExists)
+	case err != nil:
+		return fmt.Errorf("recorder: name the session folder %s: %w", d.path, err)
+	}
+	d.published = true
+	if err := d.run.Sync(); err != nil {
+		return fmt.Errorf("recorder: fsync the run folder of %s: %w", d.path, err)
+	}
+	return nil
+}
+
+// SweepStarts removes the session starts a crash cut before they were
+// published (<root>/_sidecar/starting/*) and returns how many it removed;
+// the server calls it at start, before any session starts. Nothing of
+// such a start crossed the terminal: the shell starts only after its
+// record is published.
+func SweepStarts(root string) (int, error) {
+	entries, err := os.ReadDir(filepath.Join(root, sidecarDir, startingDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("recorder: sweep the cut session starts: %w", err)
+	}
+	// Opened the safe way first: a starting folder that is a link is
+	// refused, never swept through.
+	dir, err := openSidecarDir(root, startingDir)
+	if err != nil {
+		return 0, err
+	}
+	dir.Close()
+	var errs []error
+	n := 0
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(root, sidecarDir, startingDir, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("recorder: sweep the cut session starts: %w", err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 // openSessionDirs opens the existing run, session and pty folders of a
@@ -261,8 +370,10 @@ func (d *sessionDirs) removeMade() error {
 		case isWitness:
 			// A witness folder: empty, since a witness writes only once started.
 			err = unix.Unlinkat(int(d.session.Fd()), witnessDir, unix.AT_REMOVEDIR)
-		case name == "session":
+		case name == "session" && d.published:
 			err = unix.Unlinkat(int(d.run.Fd()), d.sessionID, unix.AT_REMOVEDIR)
+		case name == "session":
+			err = unix.Unlinkat(int(d.starting.Fd()), d.startName, unix.AT_REMOVEDIR)
 		case name == "pty":
 			err = unix.Unlinkat(int(d.session.Fd()), ptyDirName, unix.AT_REMOVEDIR)
 		default:
@@ -291,7 +402,7 @@ func (d *sessionDirs) sync() error {
 // close releases whichever folder fds are open.
 func (d *sessionDirs) close() error {
 	var errs []error
-	for _, dir := range []**os.File{&d.pty, &d.session, &d.run} {
+	for _, dir := range []**os.File{&d.pty, &d.session, &d.run, &d.starting} {
 		if *dir != nil {
 			errs = append(errs, (*dir).Close())
 			*dir = nil

@@ -97,6 +97,13 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err := recorder.SweepReserves(cfg.root); err != nil {
 		log.Error("removing stale reserves incomplete", "err", err.Error())
 	}
+	// Session starts a crash cut before their record was published hold
+	// no transcript; they are removed before any session starts.
+	if n, err := recorder.SweepStarts(cfg.root); err != nil {
+		log.Error("removing cut session starts incomplete", "removed", n, "err", err.Error())
+	} else if n > 0 {
+		log.Warn("removed session starts a crash cut before their record was published", "removed", n)
+	}
 	// The agent adapter nudges readiness when a session start finds the
 	// agent unreachable, so launch=degraded does not wait for the next probe.
 	kick := newLaunchKick()
