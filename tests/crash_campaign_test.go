@@ -212,7 +212,7 @@ func TestCrashCampaign(t *testing.T) {
 	var bytesCompared int64
 	var perLoad [crashLoads + 1]int
 	cutStarts := map[string]int{} // starts cut before an open record, by what they left
-	var startsBeforePublish int    // starts the kill cut before they published their record
+	var startsBeforePublish int   // starts the kill cut before they published their record
 	// Where the wall time goes, for the summary: starts (with the wait for
 	// recovery), opening sessions, streaming until the kill, and checking.
 	var tStart, tOpen, tStream, tCheck time.Duration
