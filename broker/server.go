@@ -210,9 +210,21 @@ func bannerSoftware(version string) string {
 	return "aptl-kali-capture_" + version
 }
 
-// Serve accepts connections on ln until Shutdown or Close. Each one is
-// admitted or refused as it is accepted (preauth.go).
+// Serve accepts connections on ln until Shutdown or Close. A TCP listener
+// gets the loopback guard (ingress_linux.go), kept up to date while Serve
+// runs, so that a handshake forged inside the namespace never completes;
+// each connection is admitted or refused as it is accepted (preauth.go).
 func (srv *Server) Serve(ln net.Listener) error {
+	guard, err := guardListener(ln, srv.log)
+	switch {
+	case err != nil:
+		srv.log.Error("loopback guard not installed: handshakes forged inside the network namespace can hold pre-authentication slots",
+			"addr", ln.Addr().String(), "err", err.Error())
+	case guard != nil:
+		stop := make(chan struct{})
+		defer close(stop)
+		go guard.run(stop)
+	}
 	return srv.ssh.Serve(newGateListener(ln, srv.gate, srv.drops))
 }
 
