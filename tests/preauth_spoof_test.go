@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -456,4 +457,84 @@ func TestPreauthSpoofedFloodKeepsLogins(t *testing.T) {
 	if n := rounds.Load(); n < 5 {
 		t.Errorf("only %d flood rounds ran", n)
 	}
+}
+
+// idleFrom opens n TCP connections from source (in the namespace f runs
+// in) to the server and reads each one's first line. They stay open until
+// the test ends.
+func idleFrom(t *testing.T, source string, n int) []idleConn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: 5 * time.Second}
+	var conns []idleConn
+	for range n {
+		c, err := d.Dial("tcp", net.JoinHostPort(spoofServerAddr, strconv.Itoa(spoofPort)))
+		if err != nil {
+			t.Errorf("connect from %s: %v", source, err)
+			return conns
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.SetReadDeadline(time.Time{})
+		conns = append(conns, idleConn{conn: c, first: line})
+	}
+	return conns
+}
+
+// TestPreauthIdleFloodsKeepLogins: idle connections that hold every slot
+// they can get, from the server's own addresses (the workload, without
+// forging anything) and from the tool server's own address (one local
+// user behind the engine's port publishing shares the gateway's address),
+// while the tool server logs in five times in a row and health runs.
+func TestPreauthIdleFloodsKeepLogins(t *testing.T) {
+	skipUnlessSpoofLab(t)
+	lab := newSpoofLab(t)
+
+	t.Run("own addresses", func(t *testing.T) {
+		var conns []idleConn
+		inNetns(t, lab.nsA, func() {
+			for _, src := range []string{"127.0.0.1", "127.0.0.2", "127.3.4.5", spoofServerAddr} {
+				conns = append(conns, idleFrom(t, src, spoofPerSource)...)
+			}
+		})
+		admitted, refused := tally(conns, perSourceReason)
+		t.Logf("idle from A's own addresses: %d admitted, %d refused with the per-source reason", admitted, refused)
+		if admitted != spoofPerSource {
+			t.Errorf("A's own addresses got %d unauthenticated slots, want %d (one source)", admitted, spoofPerSource)
+		}
+		failed, why := lab.logins(t, 5)
+		t.Logf("logins refused with A's own addresses holding their slots: %d of 5", failed)
+		if failed > 0 {
+			t.Errorf("%d of 5 logins failed:\n%s\nserver logs:\n%s", failed, strings.Join(why, "\n"), lab.logs)
+		}
+		if err := lab.health(t); err != nil {
+			t.Errorf("health: %v", err)
+		}
+		for _, c := range conns {
+			c.conn.Close()
+		}
+	})
+
+	t.Run("the tool server's address", func(t *testing.T) {
+		var conns []idleConn
+		inNetns(t, lab.nsB, func() { conns = idleFrom(t, spoofClientAddr, spoofPerSource) })
+		if admitted, _ := tally(conns, perSourceReason); admitted != spoofPerSource {
+			t.Fatalf("%d of %d idle connections from B admitted", admitted, spoofPerSource)
+		}
+		// Older than --preauth-evict-after, as an idle holder's are.
+		time.Sleep(2500 * time.Millisecond)
+		failed, why := lab.logins(t, 5)
+		t.Logf("logins refused with %d idle connections from the same address: %d of 5", spoofPerSource, failed)
+		if failed > 0 {
+			t.Errorf("%d of 5 logins failed:\n%s\nserver logs:\n%s", failed, strings.Join(why, "\n"), lab.logs)
+		}
+		if err := lab.health(t); err != nil {
+			t.Errorf("health: %v", err)
+		}
+		// The first login takes the oldest idle connection's place; once it
+		// has authenticated, its slot is free for the next one.
+		if n := strings.Count(lab.logs.String(), "unauthenticated connection evicted"); n != 1 {
+			t.Errorf("%d evictions logged, want 1 (the first login's)", n)
+		}
+	})
 }
