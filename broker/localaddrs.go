@@ -60,12 +60,22 @@ func (l *localAddrs) refreshLocked(now time.Time) {
 		return
 	}
 	set := make(map[netip.Addr]bool, len(addrs))
+	for _, a := range interfaceAddrs(addrs) {
+		set[a] = true
+	}
+	l.set = set
+}
+
+// interfaceAddrs takes the IP addresses of an interface address list
+// (net.InterfaceAddrs, net.Interface.Addrs), IPv4-mapped ones as IPv4.
+func interfaceAddrs(addrs []net.Addr) []netip.Addr {
+	out := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
 		if ipn, ok := a.(*net.IPNet); ok {
 			if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
-				set[ip.Unmap()] = true
+				out = append(out, ip.Unmap())
 			}
 		}
 	}
-	l.set = set
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,23 +105,36 @@ type sourceKey struct {
 // preauthGate counts open connections, and unauthenticated ones in total
 // and per source, and admits or refuses each new one.
 //
-// At full a new connection is refused, as OpenSSH does; the gate does not
-// evict an older unauthenticated one to make room. Eviction would let any
-// newcomer end a legitimate login that is still in key exchange, and it
-// would need to know how far x/crypto's handshake got; with every local
-// address one source the workload holds at most perSource slots, so
-// reaching full takes connections from several other hosts.
+// Where a limit is reached, the newcomer may take the place of an older
+// unauthenticated connection instead of being refused: one that has held
+// its slot for at least evictAfter without authenticating (a tool server
+// authenticates in about 150 ms), from the newcomer's own source when that
+// source is at its limit, else from the source holding the most slots,
+// provided it holds more than the newcomer's. So idle connections cannot
+// keep the port closed: not the workload's, and not a local user's on the
+// Docker host, whose connections arrive through the engine's port
+// publishing from the gateway's address, as the tool servers' on that host
+// do. A login in progress is younger than evictAfter and is never cut; a
+// source never loses a slot to a source holding as many. What this cannot
+// do is tell two clients behind one address apart: one that reopens each
+// connection as it is closed keeps that address's slots young and contests
+// them (docs/ARCHITECTURE.md, "Admission before authentication").
+// Evictions are bounded by the slots: each takes a connection at least
+// evictAfter old, so there are at most Full+perSource of them per
+// evictAfter.
 type preauthGate struct {
-	startups  MaxStartups
-	perSource int
-	maxConns  int
-	roll      func() int              // uniform in [0, 100)
-	isLocal   func(a netip.Addr) bool // an address of the server's own network namespace
+	startups   MaxStartups
+	perSource  int
+	maxConns   int
+	evictAfter time.Duration
+	roll       func() int              // uniform in [0, 100)
+	now        func() time.Time        // time.Now; tests replace it
+	isLocal    func(a netip.Addr) bool // an address of the server's own network namespace
 
-	mu      sync.Mutex // protects the following
-	conns   int        // open connections, authenticated or not
-	unauth  int        // open connections not yet authenticated
-	sources map[sourceKey]int
+	mu      sync.Mutex                 // protects the following
+	conns   int                        // open connections, authenticated or not
+	unauth  int                        // open connections not yet authenticated
+	sources map[sourceKey][]*gatedConn // each source's unauthenticated connections, oldest first
 }
 
 // newPreauthGate builds the gate; isLocal nil means the namespace's own
@@ -130,8 +144,8 @@ func newPreauthGate(l Limits, isLocal func(netip.Addr) bool) *preauthGate {
 		isLocal = newLocalAddrs().contains
 	}
 	return &preauthGate{
-		startups: l.MaxStartups, perSource: l.PerSourceMaxStartups, maxConns: l.MaxConns,
-		roll: func() int { return rand.IntN(100) }, isLocal: isLocal, sources: make(map[sourceKey]int),
+		startups: l.MaxStartups, perSource: l.PerSourceMaxStartups, maxConns: l.MaxConns, evictAfter: l.PreauthEvictAfter,
+		roll: func() int { return rand.IntN(100) }, now: time.Now, isLocal: isLocal, sources: make(map[sourceKey][]*gatedConn),
 	}
 }
 
@@ -143,31 +157,106 @@ func (g *preauthGate) keyOf(a netip.Addr) sourceKey {
 	return sourceKey{addr: a}
 }
 
-// admit counts a new connection from source as unauthenticated, or returns
-// why it is refused.
-func (g *preauthGate) admit(source sourceKey) (refused string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	switch {
-	case g.conns >= g.maxConns:
-		return refusedConnLimit
-	case g.sources[source] >= g.perSource:
-		return refusedPerSource
-	case g.startups.drop(g.unauth, g.roll):
-		return refusedMaxStartup
-	}
-	g.conns++
-	g.unauth++
-	g.sources[source]++
-	return ""
+// An eviction: the connection that made room and why.
+type eviction struct {
+	conn   *gatedConn
+	age    time.Duration
+	reason string // refusedPerSource or refusedMaxStartup: the limit it made room under
 }
 
-// settle moves one connection from source out of the unauthenticated count.
-// The caller holds g.mu.
-func (g *preauthGate) settle(source sourceKey) {
+// admit counts c, a new connection, as unauthenticated, or returns why it
+// is refused. When it took an older connection's place, that connection is
+// returned: it no longer counts, and the caller closes it.
+func (g *preauthGate) admit(c *gatedConn) (evicted *eviction, refused string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if g.conns >= g.maxConns {
+		// Only authenticated connections can fill max-conns (Full is
+		// below it); making room among them is no business of this gate.
+		return nil, refusedConnLimit
+	}
+	switch {
+	case len(g.sources[c.source]) >= g.perSource:
+		if evicted = g.evictableLocked(g.sources[c.source], now); evicted == nil {
+			return nil, refusedPerSource
+		}
+		evicted.reason = refusedPerSource
+	case g.startups.drop(g.unauth, g.roll):
+		if evicted = g.busiestEvictableLocked(c.source, now); evicted == nil {
+			return nil, refusedMaxStartup
+		}
+		evicted.reason = refusedMaxStartup
+	}
+	if evicted != nil {
+		g.closeLocked(evicted.conn)
+	}
+	c.admittedAt, c.pending = now, true
+	g.conns++
+	g.unauth++
+	g.sources[c.source] = append(g.sources[c.source], c)
+	return evicted, ""
+}
+
+// evictableLocked is the oldest of list (one source's, oldest first) if it
+// has been unauthenticated for evictAfter.
+func (g *preauthGate) evictableLocked(list []*gatedConn, now time.Time) *eviction {
+	if len(list) == 0 {
+		return nil
+	}
+	if age := now.Sub(list[0].admittedAt); age >= g.evictAfter {
+		return &eviction{conn: list[0], age: age}
+	}
+	return nil
+}
+
+// busiestEvictableLocked picks, among the sources holding more slots than
+// newcomer's, the one holding the most (ties: the one whose oldest is
+// oldest) whose oldest connection is evictable, and returns that
+// connection. The scan is over at most Full sources.
+func (g *preauthGate) busiestEvictableLocked(newcomer sourceKey, now time.Time) *eviction {
+	own := len(g.sources[newcomer])
+	var best *eviction
+	bestLen := 0
+	for _, list := range g.sources {
+		if len(list) <= own || len(list) < bestLen {
+			continue
+		}
+		e := g.evictableLocked(list, now)
+		if e == nil {
+			continue
+		}
+		if len(list) > bestLen || e.age > best.age {
+			best, bestLen = e, len(list)
+		}
+	}
+	return best
+}
+
+// settleLocked moves c out of the unauthenticated count.
+func (g *preauthGate) settleLocked(c *gatedConn) {
 	g.unauth--
-	if g.sources[source]--; g.sources[source] <= 0 {
-		delete(g.sources, source)
+	list := g.sources[c.source]
+	if i := slices.Index(list, c); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(g.sources, c.source)
+	} else {
+		g.sources[c.source] = list
+	}
+}
+
+// closeLocked counts c as closed; the caller closes its socket.
+func (g *preauthGate) closeLocked(c *gatedConn) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	g.conns--
+	if c.pending {
+		c.pending = false
+		g.settleLocked(c)
 	}
 }
 
@@ -179,14 +268,17 @@ func (g *preauthGate) unauthenticated() int {
 }
 
 // gatedConn is an admitted connection. It leaves the unauthenticated count
-// when its key is verified or when it closes, whichever comes first, and
-// the connection count when it closes.
+// when its key is verified, when it closes, or when a newcomer takes its
+// place (preauthGate.admit), whichever comes first, and the connection
+// count when it closes or is taken.
 type gatedConn struct {
 	net.Conn
 	gate   *preauthGate
 	source sourceKey
-	// pending (unauthenticated) and closed are guarded by gate.mu, so that
-	// authentication and Close racing cannot both settle the connection.
+	// admittedAt, pending (unauthenticated) and closed are guarded by
+	// gate.mu, so that authentication, eviction and Close racing cannot
+	// settle the connection twice.
+	admittedAt      time.Time
 	pending, closed bool
 }
 
@@ -195,7 +287,7 @@ func (c *gatedConn) markAuthenticated() {
 	defer c.gate.mu.Unlock()
 	if c.pending && !c.closed {
 		c.pending = false
-		c.gate.settle(c.source)
+		c.gate.settleLocked(c)
 	}
 }
 
@@ -209,14 +301,7 @@ func (c *gatedConn) Close() error {
 	err := c.Conn.Close()
 	c.gate.mu.Lock()
 	defer c.gate.mu.Unlock()
-	if !c.closed {
-		c.closed = true
-		c.gate.conns--
-		if c.pending {
-			c.pending = false
-			c.gate.settle(c.source)
-		}
-	}
+	c.gate.closeLocked(c)
 	return err
 }
 
@@ -227,12 +312,13 @@ type gateListener struct {
 	net.Listener
 	gate  *preauthGate
 	drops *ratelog.Log
+	log   *slog.Logger // evictions, each one (the gate bounds them)
 	// lingering holds a token per refused connection still draining.
 	lingering chan struct{}
 }
 
-func newGateListener(ln net.Listener, gate *preauthGate, drops *ratelog.Log) *gateListener {
-	return &gateListener{Listener: ln, gate: gate, drops: drops, lingering: make(chan struct{}, refusalLingerMax)}
+func newGateListener(ln net.Listener, gate *preauthGate, drops *ratelog.Log, log *slog.Logger) *gateListener {
+	return &gateListener{Listener: ln, gate: gate, drops: drops, log: log, lingering: make(chan struct{}, refusalLingerMax)}
 }
 
 func (l *gateListener) Accept() (net.Conn, error) {
@@ -241,14 +327,23 @@ func (l *gateListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		source := l.gate.keyOf(sourceOf(conn.RemoteAddr()))
-		if reason := l.gate.admit(source); reason != "" {
+		gc := &gatedConn{Conn: withQuickAck(conn), gate: l.gate, source: l.gate.keyOf(sourceOf(conn.RemoteAddr()))}
+		evicted, reason := l.gate.admit(gc)
+		if reason != "" {
 			l.refuseConn(conn, reason)
 			l.drops.Note("connection refused before authentication",
-				"remote", conn.RemoteAddr().String(), "local_source", source.local, "reason", reason)
+				"remote", conn.RemoteAddr().String(), "local_source", gc.source.local, "reason", reason)
 			continue
 		}
-		return &gatedConn{Conn: withQuickAck(conn), gate: l.gate, source: source, pending: true}, nil
+		if evicted != nil {
+			// Its server goroutine sees the socket closed and ends the
+			// connection; the gate no longer counts it.
+			evicted.conn.Conn.Close()
+			l.log.Warn("unauthenticated connection evicted", "remote", evicted.conn.RemoteAddr().String(),
+				"unauthenticated_for", evicted.age.Round(time.Millisecond).String(), "limit", evicted.reason,
+				"for", conn.RemoteAddr().String(), "local_source", gc.source.local)
+		}
+		return gc, nil
 	}
 }
 

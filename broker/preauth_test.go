@@ -3,8 +3,10 @@ package broker
 import (
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMaxStartupsDrop(t *testing.T) {
@@ -80,11 +82,15 @@ func TestParseMaxStartups(t *testing.T) {
 }
 
 // testGate is a gate without chance: its roll always says "keep". No
-// address is local to it, so every address is a source of its own.
+// address is local to it, so every address is a source of its own. Its
+// clock stands still, so no connection ever becomes old enough to evict
+// unless a test moves it (evictionGate).
 func testGate(maxConns, perSource int, m MaxStartups) *preauthGate {
-	g := newPreauthGate(Limits{MaxConns: maxConns, PerSourceMaxStartups: perSource, MaxStartups: m},
+	g := newPreauthGate(Limits{MaxConns: maxConns, PerSourceMaxStartups: perSource, MaxStartups: m, PreauthEvictAfter: 2 * time.Second},
 		func(netip.Addr) bool { return false })
 	g.roll = func() int { return 99 }
+	clock := time.Unix(1000, 0)
+	g.now = func() time.Time { return clock }
 	return g
 }
 
@@ -92,13 +98,16 @@ func testGate(maxConns, perSource int, m MaxStartups) *preauthGate {
 // it, or returns the refusal.
 func admitConn(t *testing.T, g *preauthGate, source string) (*gatedConn, string) {
 	t.Helper()
-	key := g.keyOf(sourceOf(&net.TCPAddr{IP: net.ParseIP(source), Port: 40000}))
-	if reason := g.admit(key); reason != "" {
-		return nil, reason
-	}
 	c, peer := net.Pipe()
 	t.Cleanup(func() { c.Close(); peer.Close() })
-	return &gatedConn{Conn: c, gate: g, source: key, pending: true}, ""
+	gc := &gatedConn{Conn: c, gate: g, source: g.keyOf(sourceOf(&net.TCPAddr{IP: net.ParseIP(source), Port: 40000}))}
+	if evicted, reason := g.admit(gc); reason != "" || evicted != nil {
+		if evicted != nil {
+			t.Fatalf("admitting a connection from %s evicted one from %v", source, evicted.conn.source)
+		}
+		return nil, reason
+	}
+	return gc, ""
 }
 
 func TestPreauthGatePerSource(t *testing.T) {
@@ -177,6 +186,8 @@ func TestLimitsCheckPreauth(t *testing.T) {
 		{func(l *Limits) { l.MaxStartups = MaxStartups{Start: 16, Rate: 30, Full: 64} }, "must be below max conns"},
 		{func(l *Limits) { l.PerSourceMaxStartups = 33 }, "must not exceed max startups full"},
 		{func(l *Limits) { l.MaxStartups.Rate = 0 }, "rate must be a percentage"},
+		{func(l *Limits) { l.PreauthEvictAfter = 0 }, "evict after"},
+		{func(l *Limits) { l.PreauthEvictAfter = l.LoginGrace + 1 }, "at most the login grace"},
 	} {
 		l := DefaultLimits()
 		tt.change(&l)
@@ -186,5 +197,195 @@ func TestLimitsCheckPreauth(t *testing.T) {
 	}
 	if err := DefaultLimits().checkPreauth(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// evictionGate is testGate with a clock the test moves.
+func evictionGate(maxConns, perSource int, m MaxStartups) (*preauthGate, *time.Time) {
+	g := testGate(maxConns, perSource, m)
+	clock := time.Unix(1000, 0)
+	g.now = func() time.Time { return clock }
+	return g, &clock
+}
+
+// tryConn offers a connection from source and returns it (nil if refused),
+// the refusal, and the connection it took the place of.
+func tryConn(t *testing.T, g *preauthGate, source string) (*gatedConn, string, *eviction) {
+	t.Helper()
+	c, peer := net.Pipe()
+	t.Cleanup(func() { c.Close(); peer.Close() })
+	gc := &gatedConn{Conn: c, gate: g, source: g.keyOf(sourceOf(&net.TCPAddr{IP: net.ParseIP(source), Port: 40000}))}
+	evicted, reason := g.admit(gc)
+	if reason != "" {
+		return nil, reason, evicted
+	}
+	return gc, "", evicted
+}
+
+// TestPreauthEvictsOldestOfFullSource: a source at its limit gets a new
+// connection in by giving up its oldest, once that one has been
+// unauthenticated for evictAfter, never sooner; the one given up counts no
+// more, and its own later Close or authentication changes nothing.
+func TestPreauthEvictsOldestOfFullSource(t *testing.T) {
+	g, clock := evictionGate(100, 3, MaxStartups{Start: 50, Rate: 30, Full: 50})
+	var held []*gatedConn
+	for _, at := range []time.Duration{0, time.Second, 1500 * time.Millisecond} {
+		*clock = time.Unix(1000, 0).Add(at)
+		c, reason, _ := tryConn(t, g, "192.0.2.1")
+		if reason != "" {
+			t.Fatalf("connection at %v refused: %q", at, reason)
+		}
+		held = append(held, c)
+	}
+	*clock = time.Unix(1000, 0).Add(1999 * time.Millisecond)
+	if _, reason, ev := tryConn(t, g, "192.0.2.1"); reason != refusedPerSource || ev != nil {
+		t.Fatalf("the oldest is 1.999 s old: refusal %q, eviction %v; want the per-source refusal and none", reason, ev)
+	}
+	*clock = time.Unix(1000, 0).Add(2 * time.Second)
+	newest, reason, ev := tryConn(t, g, "192.0.2.1")
+	if reason != "" || ev == nil || ev.conn != held[0] || ev.reason != refusedPerSource || ev.age != 2*time.Second {
+		t.Fatalf("the oldest is 2 s old: refusal %q, eviction %+v; want the oldest evicted under the per-source limit", reason, ev)
+	}
+	if got := g.unauthenticated(); got != 3 {
+		t.Fatalf("unauthenticated = %d after an eviction, want 3", got)
+	}
+	held[0].markAuthenticated()
+	held[0].Close()
+	if got := g.unauthenticated(); got != 3 || g.conns != 3 {
+		t.Fatalf("the evicted connection's authentication and Close settled it again: unauthenticated %d, conns %d", g.unauthenticated(), g.conns)
+	}
+	// The next oldest is 1 s old now: refused again.
+	if _, reason, _ := tryConn(t, g, "192.0.2.1"); reason != refusedPerSource {
+		t.Fatalf("with the rest younger than evictAfter: %q", reason)
+	}
+	// An authenticated connection is nobody's victim.
+	held[1].markAuthenticated()
+	held[2].markAuthenticated()
+	newest.markAuthenticated()
+	*clock = clock.Add(time.Hour)
+	for range 3 {
+		if _, reason, ev := tryConn(t, g, "192.0.2.1"); reason != "" || ev != nil {
+			t.Fatalf("after authentication: refusal %q, eviction %v", reason, ev)
+		}
+	}
+	if g.conns != 6 {
+		t.Fatalf("conns = %d, want 6 (3 authenticated, 3 new)", g.conns)
+	}
+}
+
+// TestPreauthEvictsFromBusiestSource: at max-startups' full a newcomer
+// takes the place of the oldest connection of the source holding the
+// most, if that source holds more than the newcomer's; between sources
+// holding as many, the one whose oldest is older gives it up.
+func TestPreauthEvictsFromBusiestSource(t *testing.T) {
+	g, clock := evictionGate(100, 4, MaxStartups{Start: 6, Rate: 100, Full: 6})
+	at := func(d time.Duration) { *clock = time.Unix(1000, 0).Add(d) }
+	conns := map[string][]*gatedConn{}
+	open := func(src string) {
+		t.Helper()
+		c, reason, ev := tryConn(t, g, src)
+		if reason != "" || ev != nil {
+			t.Fatalf("filling from %s: refusal %q, eviction %v", src, reason, ev)
+		}
+		conns[src] = append(conns[src], c)
+	}
+	at(0)
+	open("192.0.2.1")
+	open("192.0.2.1")
+	open("192.0.2.2")
+	open("192.0.2.2")
+	at(100 * time.Millisecond)
+	open("192.0.2.1")
+	open("192.0.2.3")
+	// Full (6): .1 holds 3, .2 holds 2, .3 holds 1. Nothing is old yet.
+	at(time.Second)
+	if _, reason, ev := tryConn(t, g, "192.0.2.9"); reason != refusedMaxStartup || ev != nil {
+		t.Fatalf("full of young connections: refusal %q, eviction %v", reason, ev)
+	}
+	at(3 * time.Second)
+	_, reason, ev := tryConn(t, g, "192.0.2.9")
+	if reason != "" || ev == nil || ev.conn != conns["192.0.2.1"][0] || ev.reason != refusedMaxStartup {
+		t.Fatalf("a fresh source at full: refusal %q, eviction %+v; want .1's oldest evicted", reason, ev)
+	}
+	// Now .1 and .2 hold 2 each, .3 and .9 hold 1: a newcomer from .3
+	// takes from a source holding 2.
+	_, reason, ev = tryConn(t, g, "192.0.2.3")
+	if reason != "" || ev == nil || (ev.conn.source != conns["192.0.2.1"][0].source && ev.conn.source != conns["192.0.2.2"][0].source) {
+		t.Fatalf("a source holding 1 at full: refusal %q, eviction %+v; want one of a source holding 2", reason, ev)
+	}
+	// Every source now holds at most as many as .3 (2): a newcomer from .3
+	// takes from nobody.
+	if _, reason, ev := tryConn(t, g, "192.0.2.3"); reason != refusedMaxStartup || ev != nil {
+		t.Fatalf("the busiest source's own newcomer: refusal %q, eviction %v; want the refusal", reason, ev)
+	}
+}
+
+// TestPreauthEvictionTieTakesOldest: between two sources holding as many,
+// the one whose oldest connection is older gives it up.
+func TestPreauthEvictionTieTakesOldest(t *testing.T) {
+	g, clock := evictionGate(100, 4, MaxStartups{Start: 4, Rate: 100, Full: 4})
+	var first *gatedConn
+	for i, src := range []string{"192.0.2.2", "192.0.2.1", "192.0.2.1", "192.0.2.2"} {
+		*clock = time.Unix(1000, 0).Add(time.Duration(i) * 100 * time.Millisecond)
+		c, reason, _ := tryConn(t, g, src)
+		if reason != "" {
+			t.Fatal(reason)
+		}
+		if i == 0 {
+			first = c
+		}
+	}
+	*clock = time.Unix(1000, 0).Add(10 * time.Second)
+	if _, _, ev := tryConn(t, g, "192.0.2.7"); ev == nil || ev.conn != first {
+		t.Fatalf("tie: evicted %+v, want the oldest connection of all (.2's first)", ev)
+	}
+}
+
+// TestPreauthEarlyDropEvictsInstead: between start and full, where chance
+// says refuse, a newcomer from a lighter source takes an old connection's
+// place instead; with no such connection it is refused as before.
+func TestPreauthEarlyDropEvictsInstead(t *testing.T) {
+	g, clock := evictionGate(100, 8, MaxStartups{Start: 2, Rate: 30, Full: 10})
+	for range 3 {
+		if _, reason, _ := tryConn(t, g, "192.0.2.1"); reason != "" {
+			t.Fatal(reason)
+		}
+	}
+	g.roll = func() int { return 0 } // chance always refuses
+	if _, reason, ev := tryConn(t, g, "192.0.2.5"); reason != refusedMaxStartup || ev != nil {
+		t.Fatalf("young connections only: refusal %q, eviction %v", reason, ev)
+	}
+	*clock = clock.Add(5 * time.Second)
+	if _, reason, ev := tryConn(t, g, "192.0.2.5"); reason != "" || ev == nil || ev.reason != refusedMaxStartup {
+		t.Fatalf("old connections from a busier source: refusal %q, eviction %+v", reason, ev)
+	}
+	if got := g.unauthenticated(); got != 3 {
+		t.Fatalf("unauthenticated = %d, want 3", got)
+	}
+}
+
+// TestPreauthEvictionsBounded: a flood of newcomers from many sources, one
+// every millisecond for 60 s, evicts at most (Full + perSource) connections
+// per evictAfter, and never one younger than evictAfter.
+func TestPreauthEvictionsBounded(t *testing.T) {
+	l := DefaultLimits()
+	g, clock := evictionGate(l.MaxConns, l.PerSourceMaxStartups, l.MaxStartups)
+	g.roll = func() int { return 0 }
+	start := *clock
+	evictions := 0
+	for i := range 60000 {
+		*clock = start.Add(time.Duration(i) * time.Millisecond)
+		_, _, ev := tryConn(t, g, "198.18.0."+strconv.Itoa(1+i%200))
+		if ev != nil {
+			evictions++
+			if ev.age < l.PreauthEvictAfter {
+				t.Fatalf("evicted a connection %v old", ev.age)
+			}
+		}
+	}
+	bound := (l.MaxStartups.Full + l.PerSourceMaxStartups) * int(60*time.Second/l.PreauthEvictAfter+1)
+	t.Logf("%d evictions in 60 s of one newcomer a millisecond; bound %d", evictions, bound)
+	if evictions == 0 || evictions > bound {
+		t.Fatalf("%d evictions, want some and at most %d", evictions, bound)
 	}
 }

@@ -44,6 +44,10 @@ type Limits struct {
 	// always leaves room for authenticated connections.
 	MaxStartups          MaxStartups
 	PerSourceMaxStartups int
+	// PreauthEvictAfter is how long a connection must have gone
+	// unauthenticated before a newcomer may take its place where a limit
+	// is reached (preauth.go); at most LoginGrace (which closes it anyway).
+	PreauthEvictAfter time.Duration
 }
 
 // DefaultLimits are sized for one lab: a handful of tool servers, each
@@ -62,8 +66,13 @@ func DefaultLimits() Limits {
 		// address cannot make anyone else's connection a candidate for
 		// early drop.
 		PerSourceMaxStartups: 8,
+		PreauthEvictAfter:    preauthEvictAfter,
 	}
 }
+
+// preauthEvictAfter is the default: more than ten times a tool server's
+// login (about 150 ms, see loginGrace), a fifth of the login grace.
+const preauthEvictAfter = 2 * time.Second
 
 // loginGrace is the default: a tool server (node ssh2) authenticates in
 // about 150 ms, so 10 s is ample and frees a slot that a silent connection
@@ -151,6 +160,9 @@ func (l Limits) checkPreauth() error {
 	if l.PerSourceMaxStartups > l.MaxStartups.Full {
 		return fmt.Errorf("broker: per-source max startups (%d) must not exceed max startups full (%d)", l.PerSourceMaxStartups, l.MaxStartups.Full)
 	}
+	if l.PreauthEvictAfter <= 0 || l.PreauthEvictAfter > l.LoginGrace {
+		return fmt.Errorf("broker: preauth evict after (%v) must be positive and at most the login grace (%v)", l.PreauthEvictAfter, l.LoginGrace)
+	}
 	return nil
 }
 
@@ -210,10 +222,22 @@ func bannerSoftware(version string) string {
 	return "aptl-kali-capture_" + version
 }
 
-// Serve accepts connections on ln until Shutdown or Close. Each one is
-// admitted or refused as it is accepted (preauth.go).
+// Serve accepts connections on ln until Shutdown or Close. A TCP listener
+// gets the loopback guard (ingress_linux.go), kept up to date while Serve
+// runs, so that a handshake forged inside the namespace never completes;
+// each connection is admitted or refused as it is accepted (preauth.go).
 func (srv *Server) Serve(ln net.Listener) error {
-	return srv.ssh.Serve(newGateListener(ln, srv.gate, srv.drops))
+	guard, err := guardListener(ln, srv.log)
+	switch {
+	case err != nil:
+		srv.log.Error("loopback guard not installed: handshakes forged inside the network namespace can hold pre-authentication slots",
+			"addr", ln.Addr().String(), "err", err.Error())
+	case guard != nil:
+		stop := make(chan struct{})
+		defer close(stop)
+		go guard.run(stop)
+	}
+	return srv.ssh.Serve(newGateListener(ln, srv.gate, srv.drops, srv.log))
 }
 
 // UnauthenticatedConns reports the open connections that have not

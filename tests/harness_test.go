@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -113,7 +112,7 @@ func newHarness(tb testing.TB, opts ...harnessOption) *harness {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := broker.Listen("127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -265,8 +265,8 @@ func checkLimits(e *cliconfig.Flags, l broker.Limits) error {
 }
 
 // Pre-authentication limits (broker/preauth.go): --max-startups in
-// OpenSSH's start:rate:full, --per-source-max-startups, and --login-grace
-// above. --max-conns still bounds authenticated and unauthenticated
+// OpenSSH's start:rate:full, --per-source-max-startups, --preauth-evict-after,
+// and --login-grace above. --max-conns still bounds authenticated and unauthenticated
 // connections together; max-startups' full must stay below it.
 
 // bindPreauthFlags defines the pre-authentication flags; the function it
@@ -277,6 +277,8 @@ func bindPreauthFlags(e *cliconfig.Flags, lim *broker.Limits) func() error {
 		"unauthenticated connections, OpenSSH start:rate:full: from start on refuse rate% of new ones, rising to all at full")
 	e.Int(&lim.PerSourceMaxStartups, "per-source-max-startups", "APTL_CAPTURE_PER_SOURCE_MAX_STARTUPS", lim.PerSourceMaxStartups,
 		"unauthenticated connections from one source address")
+	e.Duration(&lim.PreauthEvictAfter, "preauth-evict-after", "APTL_CAPTURE_PREAUTH_EVICT_AFTER", lim.PreauthEvictAfter,
+		"where a limit is reached, a new connection takes the place of one unauthenticated for this long (at most --login-grace)")
 	return func() error {
 		m, err := broker.ParseMaxStartups(startups)
 		if err != nil {
@@ -295,6 +297,8 @@ func checkPreauthLimits(e *cliconfig.Flags, l broker.Limits) error {
 		return e.SettingError("max-startups", "full (%d) must be below --max-conns (%d), or unauthenticated connections could take every slot", l.MaxStartups.Full, l.MaxConns)
 	case l.PerSourceMaxStartups <= 0 || l.PerSourceMaxStartups > l.MaxStartups.Full:
 		return e.SettingError("per-source-max-startups", "must be from 1 to --max-startups' full (%d)", l.MaxStartups.Full)
+	case l.PreauthEvictAfter < time.Millisecond || l.PreauthEvictAfter > l.LoginGrace:
+		return e.SettingError("preauth-evict-after", "%v: must be from 1ms to --login-grace (%v)", l.PreauthEvictAfter, l.LoginGrace)
 	}
 	return nil
 }

@@ -142,6 +142,8 @@ func TestParseServeConfigErrors(t *testing.T) {
 		{name: "per source above full", args: []string{"--per-source-max-startups", "33"}, wantErr: "--per-source-max-startups / APTL_CAPTURE_PER_SOURCE_MAX_STARTUPS: must be from 1 to --max-startups' full (32)"},
 		{name: "per source zero", args: []string{"--per-source-max-startups", "0"}, wantErr: "--per-source-max-startups"},
 		{name: "per source env", env: map[string]string{"APTL_CAPTURE_PER_SOURCE_MAX_STARTUPS": "eight"}, wantErr: `APTL_CAPTURE_PER_SOURCE_MAX_STARTUPS: "eight" is not a whole number`},
+		{name: "evict after past the grace", args: []string{"--preauth-evict-after", "11s"}, wantErr: "--preauth-evict-after / APTL_CAPTURE_PREAUTH_EVICT_AFTER: 11s: must be from 1ms to --login-grace (10s)"},
+		{name: "evict after zero", args: []string{"--preauth-evict-after", "0"}, wantErr: "--preauth-evict-after"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,9 +238,9 @@ func TestParseServeConfigPreauth(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := broker.MaxStartups{Start: 16, Rate: 30, Full: 32}
-	if c.limits.MaxStartups != want || c.limits.PerSourceMaxStartups != 8 || c.limits.LoginGrace != 10*time.Second {
-		t.Errorf("defaults: max startups %v, per source %d, login grace %v; want %v, 8, 10s",
-			c.limits.MaxStartups, c.limits.PerSourceMaxStartups, c.limits.LoginGrace, want)
+	if c.limits.MaxStartups != want || c.limits.PerSourceMaxStartups != 8 || c.limits.LoginGrace != 10*time.Second || c.limits.PreauthEvictAfter != 2*time.Second {
+		t.Errorf("defaults: max startups %v, per source %d, login grace %v, evict after %v; want %v, 8, 10s, 2s",
+			c.limits.MaxStartups, c.limits.PerSourceMaxStartups, c.limits.LoginGrace, c.limits.PreauthEvictAfter, want)
 	}
 
 	env := map[string]string{}

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/broker"
 )
 
 // errPortTaken is serve's failure when another process holds the SSH listen
@@ -29,8 +31,9 @@ const portTakenRetry = time.Second
 // fails with that reason and the orchestrator shows the container
 // unhealthy), and the bind is retried for cfg.portTakenWait before serve
 // gives up with errPortTaken (exit status 4, distinct from any other).
+// broker.Listen puts the loopback guard on the socket before it binds.
 func listenSSH(cfg *serveConfig, log *slog.Logger) (net.Listener, error) {
-	ln, err := net.Listen("tcp", cfg.listen)
+	ln, err := broker.Listen(cfg.listen)
 	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
 		if err != nil {
 			return nil, fmt.Errorf("listen: %w", err)
@@ -51,7 +54,7 @@ func listenSSH(cfg *serveConfig, log *slog.Logger) (net.Listener, error) {
 	for {
 		select {
 		case <-retry.C:
-			ln, err = net.Listen("tcp", cfg.listen)
+			ln, err = broker.Listen(cfg.listen)
 			if err == nil {
 				log.Warn("SSH port free again: listening", "addr", cfg.listen)
 				return ln, nil
