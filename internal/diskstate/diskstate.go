@@ -296,4 +296,3 @@ func (m *Monitor) Subscribe(fn func(Transition)) (cancel func()) {
 		delete(m.subs, id)
 	}
 }
-
