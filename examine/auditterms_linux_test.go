@@ -21,8 +21,8 @@ import (
 type auditLines struct{ lines string }
 
 func (a auditLines) Class() string { return vocab.ClassAudit }
-func (a auditLines) Open(mkdir func() (*os.File, error), _ func()) (recorder.Witness, map[string]string) {
-	return &auditLinesWitness{mkdir: mkdir, lines: a.lines}, map[string]string{vocab.AttrAudit: "on"}
+func (a auditLines) Open(o recorder.WitnessOpen) (recorder.Witness, map[string]string) {
+	return &auditLinesWitness{mkdir: o.Mkdir, lines: a.lines}, map[string]string{vocab.AttrAudit: "on"}
 }
 
 type auditLinesWitness struct {
