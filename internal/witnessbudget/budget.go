@@ -11,6 +11,10 @@
 package witnessbudget
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -99,4 +103,65 @@ func (b *Budget) Used(run string) (volume, ofRun int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.volume, b.runs[b.key(run)]
+}
+
+// maxScanEntries bounds the folder entries Scan reads, so a capture root
+// holding millions of files cannot hold up the start; past it, Scan stops
+// and says so (what it counted so far is still counted).
+const maxScanEntries = 1 << 20
+
+// ErrScanBound is Scan's error when the capture root held more entries
+// than it reads.
+var ErrScanBound = errors.New("witnessbudget: too many entries in the capture root; witness files past them not counted")
+
+// Scan sums the sizes of the witnesses' files already on the volume, per
+// run: <root>/<run>/<session>/<class>/<file> for the classes given
+// (vocab.PcapDir, vocab.AuditDir). The folder is read as hostile: links
+// are not followed, only regular files are counted, names starting with
+// "_" at the top (the sidecar's own folders) are skipped.
+func Scan(root string, classes []string) (map[string]int64, error) {
+	used := map[string]int64{}
+	entries := 0
+	list := func(dir string) []os.DirEntry {
+		if entries >= maxScanEntries {
+			return nil
+		}
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			return nil
+		}
+		es, err := os.ReadDir(dir)
+		if err != nil {
+			return nil
+		}
+		if n := maxScanEntries - entries; len(es) > n {
+			es = es[:n]
+		}
+		entries += len(es)
+		return es
+	}
+	for _, run := range list(root) {
+		if !run.IsDir() || strings.HasPrefix(run.Name(), "_") {
+			continue
+		}
+		runDir := filepath.Join(root, run.Name())
+		for _, sess := range list(runDir) {
+			if !sess.IsDir() {
+				continue
+			}
+			for _, class := range classes {
+				for _, f := range list(filepath.Join(runDir, sess.Name(), class)) {
+					if !f.Type().IsRegular() {
+						continue
+					}
+					if fi, err := f.Info(); err == nil {
+						used[run.Name()] += fi.Size()
+					}
+				}
+			}
+		}
+	}
+	if entries >= maxScanEntries {
+		return used, ErrScanBound
+	}
+	return used, nil
 }
