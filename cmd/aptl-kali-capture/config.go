@@ -76,6 +76,8 @@ type serveConfig struct {
 	clientAlive broker.ClientAlive
 	// disk are the capture volume's marks (diskconfig.go).
 	disk diskstate.Thresholds
+	// budgetPercent and runBudgetPercent are the witnesses' budgets.
+	budgetPercent, runBudgetPercent int
 	// checkOnly (--check) validates and prints the settings instead of serving.
 	checkOnly bool
 	// settings are every flag's effective value, for --check.
@@ -121,6 +123,7 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	e.Int(&maxMB, "max-transcript-mb", "APTL_CAPTURE_MAX_TRANSCRIPT_MB", 0, "bytes a typescript stores, in MiB (0: no cap); later data is digested and counted, not stored")
 	applyClasses := bindClassFlags(e, c)
 	applyDisk := bindDiskFlags(e, &c.disk)
+	applyBudget := bindBudgetFlags(e, &c.budgetPercent, &c.runBudgetPercent)
 	// --pty-eof: ignore (OpenSSH's behaviour) or hangup (node ssh2's
 	// shell.end() then finalizes the record before the channel closes).
 	var ptyEOF string
@@ -150,6 +153,9 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 		return nil, err
 	}
 	if err := applyDisk(); err != nil {
+		return nil, err
+	}
+	if err := applyBudget(); err != nil {
 		return nil, err
 	}
 	switch syncMode {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/diskstate"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/internal/witnessbudget"
 )
 
 // diskPollInterval is how often the capture volume is read; writers that
@@ -60,4 +62,21 @@ func diskConsequence(s diskstate.State) string {
 func diskLogAttrs(st diskstate.Status) []any {
 	return []any{"state", string(st.State), "free_bytes", st.Usage.Free, "volume_bytes", st.Usage.Size,
 		"low_below", st.Marks.Low, "critical_below", st.Marks.Critical, "resume_at", st.Marks.Resume}
+}
+
+// newWitnessBudget resolves the budgets for a volume of size bytes and
+// counts the witness files already on it.
+func newWitnessBudget(cfg *serveConfig, size int64, log *slog.Logger) *witnessbudget.Budget {
+	lim := witnessbudget.Limits{Volume: size / 100 * int64(cfg.budgetPercent), Run: size / 100 * int64(cfg.runBudgetPercent)}
+	b := witnessbudget.New(lim)
+	used, err := witnessbudget.Scan(cfg.root, []string{vocab.PcapDir, vocab.AuditDir})
+	if err != nil {
+		log.Warn("witness files on the volume not all counted", "err", err.Error())
+	}
+	for run, n := range used {
+		b.Add(run, n)
+	}
+	v, _ := b.Used("")
+	log.Info("witness budget", "volume_bytes", lim.Volume, "run_bytes", lim.Run, "used_bytes", v)
+	return b
 }

@@ -66,3 +66,18 @@ func bindDiskFlags(e *cliconfig.Flags, th *diskstate.Thresholds) func() error {
 		return th.Check()
 	}
 }
+
+// bindBudgetFlags defines the witnesses' budgets across sessions, in
+// percent of the capture volume's size (0: no bound).
+func bindBudgetFlags(e *cliconfig.Flags, volumePct, runPct *int) func() error {
+	e.Int(volumePct, "witness-budget-percent", "APTL_CAPTURE_WITNESS_BUDGET_PERCENT", 50,
+		"percent of the capture volume's size the witnesses' files (pcap, audit) of all sessions may take, those found at start included; past it they are gaps (0: no bound)")
+	e.Int(runPct, "witness-run-budget-percent", "APTL_CAPTURE_WITNESS_RUN_BUDGET_PERCENT", 25,
+		"percent of the capture volume's size the witnesses' files of one run may take (0: no bound)")
+	return func() error {
+		if err := cliconfig.CheckRange(e, "witness-budget-percent", *volumePct, 0, 100); err != nil {
+			return err
+		}
+		return cliconfig.CheckRange(e, "witness-run-budget-percent", *runPct, 0, 100)
+	}
+}

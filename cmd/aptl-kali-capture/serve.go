@@ -137,6 +137,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		PTYEOF:             cfg.ptyEOF,
 		ClientAlive:        cfg.clientAlive,
 		Disk:               disk,
+		WitnessBudget:      newWitnessBudget(cfg, disk.Status().Usage.Size, log),
 	})
 	if err != nil {
 		return err
