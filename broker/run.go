@@ -213,6 +213,7 @@ func (ss *session) createRecord(command, tty string) (*recorder.Session, *slog.L
 			log.Warn("transcript size cap reached; later data is counted and digested, not stored", "cap_bytes", limit)
 		}
 		rec, err := recorder.Create(ss.srv.cfg.CaptureRoot, meta, opts)
+		var critical *recorder.DiskCriticalError
 		switch {
 		case err == nil:
 			log.Info("session recording", "mode", sessionMode(ss.pty != nil, command), "dir", rec.Dir())
@@ -225,6 +226,10 @@ func (ss *session) createRecord(command, tty string) (*recorder.Session, *slog.L
 			// Refused rather than followed: a planted symlink would put the
 			// record outside the capture root.
 			return nil, nil, &userError{msg: fmt.Sprintf("the capture folder of run %s is a symlink or not a directory; session not started", ids.run), cause: err}
+		case errors.As(err, &critical):
+			return nil, nil, &userError{msg: diskCriticalRefusal(critical), cause: err}
+		case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+			return nil, nil, &userError{msg: RefusalDiskFull, cause: err}
 		default:
 			return nil, nil, &userError{msg: "recording is unavailable; session not started", cause: err}
 		}

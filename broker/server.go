@@ -20,7 +20,9 @@ import (
 	gliderssh "github.com/gliderlabs/ssh"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 	"github.com/aptl/aptl-kali-capture/internal/ratelog"
+	"github.com/aptl/aptl-kali-capture/internal/witnessbudget"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
@@ -119,6 +121,10 @@ type Config struct {
 	// ClientAlive probes silent connections and closes dead ones
 	// (keepalive.go); the zero value disables it.
 	ClientAlive ClientAlive
+	// Disk is the capture volume's state and WitnessBudget the witnesses'
+	// budget across sessions (recorder/disk.go); nil: neither.
+	Disk          *diskstate.Monitor
+	WitnessBudget *witnessbudget.Budget
 }
 
 func (c *Config) check() error {
@@ -494,7 +500,8 @@ func (srv *Server) release(ss *session) {
 }
 
 func (srv *Server) recorderOptions() recorder.Options {
-	return recorder.Options{Signer: srv.cfg.HostKey, Sync: srv.cfg.Sync, MaxBytes: srv.cfg.MaxTranscriptBytes, Witnesses: srv.cfg.Witnesses}
+	return recorder.Options{Signer: srv.cfg.HostKey, Sync: srv.cfg.Sync, MaxBytes: srv.cfg.MaxTranscriptBytes, Witnesses: srv.cfg.Witnesses,
+		Disk: srv.cfg.Disk, Budget: srv.cfg.WitnessBudget}
 }
 
 // nextAnonID returns a fresh generated session id, for a session that

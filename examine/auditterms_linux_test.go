@@ -36,8 +36,8 @@ func auditLines(lines string) oneFileWitness {
 }
 
 func (o oneFileWitness) Class() string { return o.class }
-func (o oneFileWitness) Open(mkdir func() (*os.File, error), _ func()) (recorder.Witness, map[string]string) {
-	return &oneFileWitnessRun{o: o, mkdir: mkdir}, map[string]string{o.stateAttr: o.state}
+func (o oneFileWitness) Open(wo recorder.WitnessOpen) (recorder.Witness, map[string]string) {
+	return &oneFileWitnessRun{o: o, mkdir: wo.Mkdir}, map[string]string{o.stateAttr: o.state}
 }
 
 type oneFileWitnessRun struct {

@@ -16,7 +16,7 @@ import (
 type binderSource struct{ opened []*binderWitness }
 
 func (b *binderSource) Class() string { return "binder" }
-func (b *binderSource) Open(func() (*os.File, error), func()) (Witness, map[string]string) {
+func (b *binderSource) Open(WitnessOpen) (Witness, map[string]string) {
 	w := &binderWitness{}
 	b.opened = append(b.opened, w)
 	return w, nil
@@ -38,7 +38,7 @@ func (w *binderWitness) BindAuditSession(ses uint32, _ string) { w.bound = appen
 type plainSource struct{}
 
 func (plainSource) Class() string { return "plain" }
-func (plainSource) Open(func() (*os.File, error), func()) (Witness, map[string]string) {
+func (plainSource) Open(WitnessOpen) (Witness, map[string]string) {
 	return plainWitness{}, nil
 }
 
@@ -166,7 +166,7 @@ func TestVerifyRefusesImplausibleAuditSession(t *testing.T) {
 type blindSource struct{}
 
 func (blindSource) Class() string { return "blind" }
-func (blindSource) Open(func() (*os.File, error), func()) (Witness, map[string]string) {
+func (blindSource) Open(WitnessOpen) (Witness, map[string]string) {
 	return blindWitness{}, map[string]string{"blind": "on"}
 }
 

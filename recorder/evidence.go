@@ -16,9 +16,11 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/internal/wholewrite"
+	"github.com/aptl/aptl-kali-capture/internal/witnessbudget"
 	"github.com/aptl/aptl-kali-capture/internal/writeback"
 )
 
@@ -78,6 +80,14 @@ type Options struct {
 	// Witnesses are the evidence sources bound into each session's chain
 	// beside the terminal (witness.go); nil records the terminal only.
 	Witnesses []WitnessSource
+	// Disk is the capture volume's state (disk.go): a critical volume
+	// refuses new sessions, every transition is a disk record in each
+	// open session's chain, and a low one stops the witnesses. nil: no
+	// disk states.
+	Disk *diskstate.Monitor
+	// Budget bounds the witnesses' files across sessions (disk.go); nil:
+	// each session's own bound only.
+	Budget *witnessbudget.Budget
 }
 
 // digestFile is a record file that keeps the size and SHA-256 of what was

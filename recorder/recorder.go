@@ -117,13 +117,17 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	if opts.Signer == nil {
 		return nil, errNoSigner
 	}
+	if err := checkDisk(opts.Disk); err != nil {
+		return nil, err
+	}
 	dirs, err := makeSessionDirs(root, m.RunID, m.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{dirs: dirs, now: now, start: now(), opts: opts, counted: map[string]int64{}, tty: m.TTY}
+	s := &Session{dirs: dirs, now: now, start: now(), opts: opts, counted: map[string]int64{}, tty: m.TTY, runID: m.RunID}
 	defer func() {
 		if err != nil {
+			s.unwatchDisk()
 			s.releaseReserve()
 			s.abortWitnesses()
 			err = errors.Join(err, s.closeRecordFiles(), dirs.removeMade(), dirs.close())
@@ -153,6 +157,9 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	// open record knows the window is open.
 	s.startWitnesses(open)
 	if err := s.chain.Append(vocab.TypeOpen, withExactValues(open)); err != nil {
+		return nil, err
+	}
+	if err := s.watchDisk(); err != nil {
 		return nil, err
 	}
 	if err := dirs.publish(); err != nil {

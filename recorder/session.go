@@ -30,6 +30,8 @@ type Session struct {
 
 	opts Options // set by create
 	tty  string  // set by create; the PTY slave's name, "" without a PTY
+	// runID is set by create; the witnesses' budget counts by it.
+	runID string
 
 	// mu serializes all writes so the typescript keeps bytes in the order
 	// they were observed, and the integrity log follows that order; it
@@ -56,6 +58,7 @@ type Session struct {
 	witnessDirty    bool             // a witness has evidence no checkpoint signed yet
 	reserve         *os.File         // the closing records' space (reserve.go); nil once drawn on or released
 	tailed          bool             // the reserve became the record files' tails
+	disk            diskQueue        // the volume's transitions not recorded yet (disk.go)
 }
 
 // Dir returns the session directory, <root>/<run_id>/<session_id>.
@@ -260,6 +263,9 @@ func (s *Session) Close(exitCode int, extra ...Header) error {
 	if s.err == nil && s.recordResizes() == nil {
 		s.fail(s.dropControlRecords())
 	}
+	// The volume's transitions heard and not recorded yet, too.
+	s.unwatchDisk()
+	s.recordDiskLocked()
 	// After a write failure too: the trailer is written on the reserve
 	// (reserve.go), whole or not at all, after the bytes that were stored.
 	failure := s.err
@@ -291,6 +297,7 @@ func (s *Session) syncAndClose() error {
 	// An fsync still running beside the copiers ends before the files
 	// close; its failure is reported with the others.
 	errs := []error{s.reapSync(true)}
+	s.unwatchDisk()
 	s.releaseReserve()
 	errs = append(errs, syncFiles(s.recordFiles()))
 	errs = append(errs, s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())

@@ -33,10 +33,20 @@ type WitnessSource interface {
 	// Open returns the session's witness and the attributes the open
 	// record carries about it. A source that cannot witness (no
 	// privilege, no engine) returns a nil Witness and attributes that say
-	// why: the session still runs and is still transcribed. mkdir makes
-	// the class's folder in the session folder, 0700, without following
-	// links; it may be called once. notify asks for a checkpoint soon.
-	Open(mkdir func() (*os.File, error), notify func()) (Witness, map[string]string)
+	// why: the session still runs and is still transcribed.
+	Open(o WitnessOpen) (Witness, map[string]string)
+}
+
+// WitnessOpen is what a session gives the witness it opens.
+type WitnessOpen struct {
+	// Mkdir makes the class's folder in the session folder, 0700,
+	// without following links; it may be called once.
+	Mkdir func() (*os.File, error)
+	// Notify asks for a checkpoint soon.
+	Notify func()
+	// Gate is asked before each item is stored (disk.go): the volume's
+	// state and the budgets across sessions.
+	Gate WitnessGate
 }
 
 // Witness is one session's witness, owned by the recorder once opened.
@@ -77,7 +87,7 @@ func (s *Session) openWitnesses(open map[string]string) {
 			s.dirs.made = append(s.dirs.made, witnessDirPrefix+class)
 			return f, nil
 		}
-		w, attrs := src.Open(mkdir, s.witnessDirtied)
+		w, attrs := src.Open(WitnessOpen{Mkdir: mkdir, Notify: s.witnessDirtied, Gate: sessionGate{disk: s.opts.Disk, run: s.runID, opts: &s.opts}})
 		maps.Copy(open, attrs)
 		if w != nil {
 			s.witnesses = append(s.witnesses, w)

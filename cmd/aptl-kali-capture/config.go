@@ -16,6 +16,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
@@ -76,6 +77,10 @@ type serveConfig struct {
 	// clientAlive (--client-alive-interval, --client-alive-count-max)
 	// probes silent connections and closes half-open ones.
 	clientAlive broker.ClientAlive
+	// disk are the capture volume's marks (diskconfig.go).
+	disk diskstate.Thresholds
+	// budgetPercent and runBudgetPercent are the witnesses' budgets.
+	budgetPercent, runBudgetPercent int
 	// checkOnly (--check) validates and prints the settings instead of serving.
 	checkOnly bool
 	// settings are every flag's effective value, for --check.
@@ -120,6 +125,8 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	e.String(&syncMode, "sync", "APTL_CAPTURE_SYNC", "interval", "record durability: interval (fsync within 1 s or 1 MiB) or strict (fsync each chunk before the client gets it)")
 	e.Int(&maxMB, "max-transcript-mb", "APTL_CAPTURE_MAX_TRANSCRIPT_MB", 0, "bytes a typescript stores, in MiB (0: no cap); later data is digested and counted, not stored")
 	applyClasses := bindClassFlags(e, c)
+	applyDisk := bindDiskFlags(e, &c.disk)
+	applyBudget := bindBudgetFlags(e, &c.budgetPercent, &c.runBudgetPercent)
 	// --pty-eof: ignore (OpenSSH's behaviour) or hangup (node ssh2's
 	// shell.end() then finalizes the record before the channel closes).
 	var ptyEOF string
@@ -146,6 +153,12 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 		return nil, err
 	}
 	if err := applyClasses(); err != nil {
+		return nil, err
+	}
+	if err := applyDisk(); err != nil {
+		return nil, err
+	}
+	if err := applyBudget(); err != nil {
 		return nil, err
 	}
 	switch syncMode {

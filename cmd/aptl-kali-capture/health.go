@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 func init() {
@@ -37,19 +38,30 @@ func runHealth(args []string) int {
 		fmt.Fprintf(os.Stderr, "aptl-kali-capture health: %v\n", err)
 		return exitFailure
 	}
-	// The witnesses are reported, never required: capture is no login
-	// precondition.
+	fmt.Println(healthLine(path))
+	return exitOK
+}
+
+// healthLine is what health prints when it passes: the witnesses' and
+// the disk's states, reported, never required (capture is no login
+// precondition), and the audit counts.
+func healthLine(path string) string {
 	line := "healthy"
 	for _, k := range []string{"pcap", "auditd", "procacct"} {
 		line += " " + k + "=" + readinessValue(path, k)
+	}
+	// The disk state too, and never as a failure: an orchestrator that
+	// restarted an unhealthy sidecar would end every open session, whose
+	// transcripts a low or critical volume still records.
+	if v := readinessValue(path, vocab.ReadyKeyDisk); v != "unknown" {
+		line += " " + vocab.ReadyKeyDisk + "=" + v
 	}
 	for _, k := range []string{"audit_sessions", "audit_events", "audit_lost", "audit_overruns"} {
 		if v := readinessValue(path, k); v != "unknown" {
 			line += " " + k + "=" + v
 		}
 	}
-	fmt.Println(line)
-	return exitOK
+	return line
 }
 
 // checkHealth reads the readiness file, reports a taken listen address

@@ -13,7 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/launch/local"
@@ -51,6 +53,9 @@ type witnessStates struct {
 	pcap, audit string
 	pcapReason  string        // why pcap is disabled where the class is selected
 	auditEngine *audit.Engine // nil unless audit is ok; its counts go to the file
+	// disk is the capture volume's state (disk.go): the file's disk key,
+	// rewritten at every transition. Reported, never a failure of health.
+	disk *diskstate.Monitor
 }
 
 // readiness maintains the readiness file: key=value lines saying when the
@@ -67,6 +72,7 @@ type readiness struct {
 	mu      sync.Mutex // serializes writes: the launch watcher and the audit counts
 	launch  string     // the state last written
 	counts  string     // the audit counts last written
+	disk    string     // the disk state last heard; "" without a monitor
 }
 
 func newReadiness(path, adapter, listen string, log *slog.Logger) *readiness {
@@ -83,6 +89,19 @@ func (r *readiness) set(launchState string) {
 	r.launch = launchState
 	r.log.Info("readiness", "launch", launchState, "adapter", r.adapter)
 	r.writeLocked()
+}
+
+// setDisk rewrites the file when the disk state changes.
+func (r *readiness) setDisk(state string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if state == r.disk {
+		return
+	}
+	r.disk = state
+	if r.launch != "" {
+		r.writeLocked()
+	}
 }
 
 // refreshCounts rewrites the file when the audit counts changed.
@@ -114,6 +133,9 @@ func (r *readiness) writeLocked() {
 		r.readyAt.Format(time.RFC3339Nano), stateOK, r.listen, os.Getpid(), stateOK, w.pcap, w.audit, w.audit, r.launch, r.adapter)
 	if w.pcapReason != "" {
 		body += "pcap_reason=" + w.pcapReason + "\n"
+	}
+	if r.disk != "" {
+		body += vocab.ReadyKeyDisk + "=" + r.disk + "\n"
 	}
 	writeReadyFile(r.path, body+r.counts, r.log)
 }
@@ -232,6 +254,11 @@ func (k launchKick) send() {
 func startReadiness(cfg *serveConfig, listen string, probe prober, kick launchKick, ws witnessStates, log *slog.Logger) (stop func()) {
 	ready := newReadiness(resolveReadyFile(cfg.readyFile, cfg.stateDir), cfg.launch, listen, log)
 	ready.witnesses = ws
+	unsubscribe := func() {}
+	if ws.disk != nil {
+		ready.disk = string(ws.disk.State())
+		unsubscribe = ws.disk.Subscribe(func(t diskstate.Transition) { ready.setDisk(string(t.State)) })
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if probe == nil {
@@ -245,6 +272,7 @@ func startReadiness(cfg *serveConfig, listen string, probe prober, kick launchKi
 		wg.Go(func() { ready.watchCounts(ctx, countsInterval) })
 	}
 	return sync.OnceFunc(func() {
+		unsubscribe()
 		cancel()
 		wg.Wait()
 		ready.remove()

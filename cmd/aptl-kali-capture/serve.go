@@ -19,6 +19,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/witness/audit"
@@ -84,6 +85,11 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err := os.MkdirAll(cfg.root, 0o700); err != nil {
 		return fmt.Errorf("capture root: %w", err)
 	}
+	disk, stopDisk, err := startDisk(cfg, diskstate.StatfsSource(cfg.root), log)
+	if err != nil {
+		return fmt.Errorf("capture volume: %w", err)
+	}
+	defer stopDisk()
 	// The sessions on disk are listed before the port opens; those a crash
 	// left unfinalized are recovered in the background once it is open
 	// (startRecovery), so no folder can keep the port closed. A session
@@ -137,6 +143,8 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		Version:            buildVersion(),
 		PTYEOF:             cfg.ptyEOF,
 		ClientAlive:        cfg.clientAlive,
+		Disk:               disk,
+		WitnessBudget:      newWitnessBudget(cfg, disk.Status().Usage.Size, log),
 	})
 	if err != nil {
 		return err
@@ -155,7 +163,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	defer stopPcap()
 	auditState, auditEngine, stopAudit := startAudit(auditSource, cfg, log)
 	defer stopAudit()
-	withdraw := startReadiness(cfg, ln.Addr().String(), probe, kick, witnessStates{pcap: pcapState, pcapReason: pcapOff, audit: auditState, auditEngine: auditEngine}, log)
+	withdraw := startReadiness(cfg, ln.Addr().String(), probe, kick, witnessStates{pcap: pcapState, pcapReason: pcapOff, audit: auditState, auditEngine: auditEngine, disk: disk}, log)
 	defer withdraw()
 	defer startRecovery(pending, hostKey, log)()
 	warnDevClientKey(log, ln.Addr(), clientKey)

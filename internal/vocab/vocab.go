@@ -46,7 +46,7 @@ const (
 var RecordTypes = []string{
 	TypeOpen, TypeData, TypeRequest, TypeResize, TypeAnnotate,
 	TypeEventsDropped, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
-	TypePcapFile, TypeAuditFile, TypeAuditSession, TypeUnattributed,
+	TypePcapFile, TypeAuditFile, TypeAuditSession, TypeUnattributed, TypeDisk,
 }
 
 // Streams of data records: what the client sent, what the session printed
@@ -219,6 +219,12 @@ const (
 	// its bound): packets of its last moments (AttrFirst to AttrLast)
 	// the kernel had captured were not delivered to it, nor counted.
 	GapPcapCatchUp = "pcap-catch-up-timeout"
+	// The capture volume was low or critical (TypeDisk): the packets of
+	// the window AttrFirst to AttrLast were counted, not stored.
+	GapPcapDiskLow = "pcap-disk-low"
+	// The witnesses' budget across sessions was reached (AttrBudget):
+	// later packets were counted, not stored.
+	GapPcapBudget = "pcap-budget"
 )
 
 // AttrQueueLimit is the bound a pcap-queue-full gap record's packets met:
@@ -286,14 +292,18 @@ const (
 	// the kernel sent before its end (within its bound): records of its
 	// last moments (AttrFirst to AttrLast) may be missing, uncounted.
 	GapAuditCatchUp = "audit-catch-up-timeout"
+	// As GapPcapDiskLow and GapPcapBudget, of audit events.
+	GapAuditDiskLow = "audit-disk-low"
+	GapAuditBudget  = "audit-budget"
 )
 
 // GapReasons lists every gap reason, in the README's order.
 var GapReasons = []string{
 	GapSizeLimit, GapWriteFailed, GapTimingWriteFailed,
 	GapPcapRotation, GapPcapKernelDrops, GapPcapWriteFailed, GapPcapLinkType, GapPcapQueueFull, GapPcapCatchUp,
+	GapPcapDiskLow, GapPcapBudget,
 	GapAuditLost, GapAuditOverrun, GapAuditRotation, GapAuditWriteFailed, GapAuditDisabled, GapAuditRulesRemoved,
-	GapAuditCatchUp,
+	GapAuditCatchUp, GapAuditDiskLow, GapAuditBudget,
 }
 
 // Audit attribution (recorder/attribution.go): the session's kernel audit
@@ -337,3 +347,41 @@ const (
 // UnattributedReasons lists every reason of an unattributed record, in the
 // README's order.
 var UnattributedReasons = []string{UnattributedNoAuditSession, UnattributedAuditUnconfirmed}
+
+// Disk states of the capture volume (internal/diskstate; README.md, "Disk
+// states"): a disk record in each open session's chain at every
+// transition, and the readiness file's disk key.
+const (
+	// TypeDisk is the record of a transition, or of the state a session
+	// started in when it was not ok. It carries AttrDiskState,
+	// AttrDiskFrom (absent at a start), AttrDiskFree, AttrDiskSize and the
+	// marks the state was decided by.
+	TypeDisk = "disk"
+	// DiskOK, DiskLow and DiskCritical are AttrDiskState's values, and
+	// the readiness file's disk values (ReadyKeyDisk).
+	DiskOK       = "ok"
+	DiskLow      = "low"
+	DiskCritical = "critical"
+
+	AttrDiskState = "state"
+	AttrDiskFrom  = "from"
+	AttrDiskFree  = "free_bytes"   // bytes free on the volume at the reading
+	AttrDiskSize  = "volume_bytes" // the volume's size
+	// The marks: low below AttrDiskLowMark free bytes, critical below
+	// AttrDiskCriticalMark, ok again at AttrDiskResumeMark or above.
+	AttrDiskLowMark      = "low_below"
+	AttrDiskCriticalMark = "critical_below"
+	AttrDiskResumeMark   = "resume_at"
+
+	// ReadyKeyDisk is the readiness file's key of the disk state.
+	ReadyKeyDisk = "disk"
+)
+
+// The witnesses' budget across sessions (internal/witnessbudget): the
+// bytes of witness files per run and per volume. AttrBudget is a budget
+// gap record's budget, BudgetRun or BudgetVolume.
+const (
+	AttrBudget   = "budget"
+	BudgetRun    = "run"
+	BudgetVolume = "volume"
+)

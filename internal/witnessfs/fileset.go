@@ -11,6 +11,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/wholewrite"
 	"github.com/aptl/aptl-kali-capture/internal/writeback"
+	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // A witness keeps one session's evidence in rotated files: Name(1),
@@ -44,6 +45,9 @@ type FileSet struct {
 	Buffer int
 	Limits Limits
 	Create func(name string) (*os.File, error) // makes a new file 0600 in the witness's folder
+	// Gate, when set, is asked before an item is stored: the capture
+	// volume's state and the witnesses' budgets (recorder/disk.go).
+	Gate recorder.WitnessGate
 
 	made     int
 	cur      *File
@@ -77,34 +81,61 @@ type File struct {
 	last              time.Time // of the last item taken
 }
 
+// Refusal says why Next gave no file: why an item is not stored.
+type Refusal int
+
+const (
+	Admitted Refusal = iota
+	// Full: Limits.Files are made.
+	Full
+	// Failed: a write error ended storing for the session (Err).
+	Failed
+	// DiskLow: the gate says the capture volume is low or critical.
+	DiskLow
+	// RunBudget, VolumeBudget: the gate says the witnesses' budget of the
+	// session's run, or of the volume, is spent.
+	RunBudget
+	VolumeBudget
+)
+
 // Next returns the file that need more bytes go into: the current one, or,
 // when they would take the current one past Limits.RotateBytes and it
-// holds something already, a new one. It returns nil when they are not to
-// be stored: full when Limits.Files are made, otherwise after a write
-// error (Err says which). A witness that buffers in its own encoder
-// writes everything to the File before it calls Next, so the size is
-// exact.
-func (s *FileSet) Next(need int64) (f *File, full bool) {
+// holds something already, a new one. It returns nil and why when they
+// are not to be stored: Full when Limits.Files are made, Failed after a
+// write error (Err says which), or what the Gate refused. A witness that
+// buffers in its own encoder writes everything to the File before it
+// calls Next, so the size is exact.
+func (s *FileSet) Next(need int64) (*File, Refusal) {
 	if s.err != nil {
-		return nil, false
+		return nil, Failed
 	}
 	if s.cur != nil && s.cur.count > 0 && s.cur.size+need > s.Limits.RotateBytes {
 		s.Finish()
 	}
-	if s.cur == nil {
-		if s.made >= s.Limits.Files {
-			return nil, true
+	if s.cur == nil && s.made >= s.Limits.Files {
+		return nil, Full
+	}
+	if s.Gate != nil {
+		switch s.Gate.Admit(need) {
+		case recorder.StoreDiskLow:
+			return nil, DiskLow
+		case recorder.StoreRunBudget:
+			return nil, RunBudget
+		case recorder.StoreVolumeBudget:
+			return nil, VolumeBudget
 		}
+	}
+	if s.cur == nil {
 		s.made++
 		name := s.Name(s.made)
 		f, err := s.Create(name)
 		if err != nil {
 			s.err = fmt.Errorf("%s: create %s: %w", s.Class, name, err)
-			return nil, false
+			return nil, Failed
 		}
 		s.cur = &File{Name: name, set: s, f: f, sum: sha256.New()}
 	}
-	return s.cur, false
+	return s.cur, Admitted
 }
 
 // Write writes p to the file: with a buffer it is held, and the whole

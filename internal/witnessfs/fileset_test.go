@@ -24,9 +24,9 @@ func testFileSet(t *testing.T, limits Limits, buffer int) (*FileSet, string) {
 // not stored, and whether because the files were all made.
 func put(t *testing.T, s *FileSet, item string, at time.Time) (stored, full bool) {
 	t.Helper()
-	f, full := s.Next(int64(len(item)))
+	f, why := s.Next(int64(len(item)))
 	if f == nil {
-		return false, full
+		return false, why == Full
 	}
 	if _, err := f.Write([]byte(item)); err != nil {
 		t.Fatal(err)

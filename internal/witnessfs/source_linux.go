@@ -34,8 +34,8 @@ type Source[E any] struct {
 	log   *slog.Logger
 	// witness makes a session's witness from the engine; dir is the
 	// class's folder in the session folder, which the witness closes
-	// when the session closes.
-	witness func(eng *E, dir *os.File, notify func()) recorder.Witness
+	// when the session closes; o carries its notify and gate.
+	witness func(eng *E, dir *os.File, o recorder.WitnessOpen) recorder.Witness
 
 	mu       sync.Mutex
 	eng      *E     // nil while unavailable or disabled
@@ -45,7 +45,7 @@ type Source[E any] struct {
 
 // NewSource returns the class, unavailable for reason until SetEngine;
 // witness makes each session's witness once the engine runs.
-func NewSource[E any](names SourceNames, log *slog.Logger, reason string, witness func(eng *E, dir *os.File, notify func()) recorder.Witness) *Source[E] {
+func NewSource[E any](names SourceNames, log *slog.Logger, reason string, witness func(eng *E, dir *os.File, o recorder.WitnessOpen) recorder.Witness) *Source[E] {
 	return &Source[E]{names: names, log: log, witness: witness, reason: reason}
 }
 
@@ -76,7 +76,7 @@ func (s *Source[E]) Disable(reason string) {
 func (s *Source[E]) Class() string { return s.names.Class }
 
 // Open implements recorder.WitnessSource.
-func (s *Source[E]) Open(mkdir func() (*os.File, error), notify func()) (recorder.Witness, map[string]string) {
+func (s *Source[E]) Open(o recorder.WitnessOpen) (recorder.Witness, map[string]string) {
 	s.mu.Lock()
 	eng, reason, disabled := s.eng, s.reason, s.disabled
 	s.mu.Unlock()
@@ -86,12 +86,12 @@ func (s *Source[E]) Open(mkdir func() (*os.File, error), notify func()) (recorde
 	if eng == nil {
 		return nil, s.unavailable(reason)
 	}
-	dir, err := mkdir()
+	dir, err := o.Mkdir()
 	if err != nil {
 		s.log.Warn(s.names.Class+": session folder", "err", err.Error())
 		return nil, s.unavailable(err.Error())
 	}
-	return s.witness(eng, dir, notify), map[string]string{s.names.State: s.names.On}
+	return s.witness(eng, dir, o), map[string]string{s.names.State: s.names.On}
 }
 
 // unavailable are the open record's attributes of a session the class

@@ -25,7 +25,7 @@ type testWitness struct {
 }
 
 func newTestSource(log *slog.Logger) *Source[testEngine] {
-	return NewSource(testNames, log, "not started", func(eng *testEngine, dir *os.File, notify func()) recorder.Witness {
+	return NewSource(testNames, log, "not started", func(eng *testEngine, dir *os.File, _ recorder.WitnessOpen) recorder.Witness {
 		return &testWitness{eng: eng, dir: dir}
 	})
 }
@@ -40,14 +40,14 @@ func TestSourceStates(t *testing.T) {
 	}
 	mkdir := func() (*os.File, error) { return os.Open(t.TempDir()) }
 
-	w, attrs := src.Open(mkdir, func() {})
+	w, attrs := src.Open(recorder.WitnessOpen{Mkdir: mkdir, Notify: func() {}})
 	if w != nil || !maps.Equal(attrs, map[string]string{"probe": "unavailable", "probe_reason": "not started"}) {
 		t.Errorf("before SetEngine: witness %v, attributes %v", w, attrs)
 	}
 
 	eng := &testEngine{name: "one"}
 	src.SetEngine(eng, "ignored with an engine")
-	w, attrs = src.Open(mkdir, func() {})
+	w, attrs = src.Open(recorder.WitnessOpen{Mkdir: mkdir, Notify: func() {}})
 	tw, ok := w.(*testWitness)
 	if !ok || tw.eng != eng || tw.dir == nil || !maps.Equal(attrs, map[string]string{"probe": "on"}) {
 		t.Fatalf("with an engine: witness %#v, attributes %v", w, attrs)
@@ -55,7 +55,7 @@ func TestSourceStates(t *testing.T) {
 	tw.dir.Close()
 
 	src.SetEngine(nil, "engine stopped")
-	w, attrs = src.Open(mkdir, func() {})
+	w, attrs = src.Open(recorder.WitnessOpen{Mkdir: mkdir, Notify: func() {}})
 	if w != nil || !maps.Equal(attrs, map[string]string{"probe": "unavailable", "probe_reason": "engine stopped"}) {
 		t.Errorf("after the engine stopped: witness %v, attributes %v", w, attrs)
 	}
@@ -72,7 +72,7 @@ func TestSourceDisabled(t *testing.T) {
 		t.Error("a disabled source made the class's folder")
 		return os.Open(t.TempDir())
 	}
-	w, attrs := src.Open(mkdir, func() {})
+	w, attrs := src.Open(recorder.WitnessOpen{Mkdir: mkdir, Notify: func() {}})
 	if w != nil || !maps.Equal(attrs, map[string]string{"probe": "disabled", "probe_reason": "not here"}) {
 		t.Errorf("disabled: witness %v, attributes %v", w, attrs)
 	}
@@ -84,7 +84,7 @@ func TestSourceFolderFailure(t *testing.T) {
 	var logs bytes.Buffer
 	src := newTestSource(slog.New(slog.NewTextHandler(&logs, nil)))
 	src.SetEngine(&testEngine{}, "")
-	w, attrs := src.Open(func() (*os.File, error) { return nil, errors.New("no room") }, func() {})
+	w, attrs := src.Open(recorder.WitnessOpen{Mkdir: func() (*os.File, error) { return nil, errors.New("no room") }, Notify: func() {}})
 	if w != nil || !maps.Equal(attrs, map[string]string{"probe": "unavailable", "probe_reason": "no room"}) {
 		t.Errorf("witness %v, attributes %v", w, attrs)
 	}

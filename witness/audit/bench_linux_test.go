@@ -45,7 +45,7 @@ func BenchmarkExecRate(b *testing.B) {
 		}
 		defer eng.Close()
 		for b.Loop() {
-			files := newFileSet(Limits{RotateBytes: 1 << 30, Files: 1}, func(string) (*os.File, error) { return os.CreateTemp(b.TempDir(), "bench") })
+			files := newFileSet(Limits{RotateBytes: 1 << 30, Files: 1}, func(string) (*os.File, error) { return os.CreateTemp(b.TempDir(), "bench") }, nil)
 			w := &witness{eng: eng, notify: func() {}, ses: unsetID, files: files}
 			w.Start()
 			before := eng.Stats()

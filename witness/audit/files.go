@@ -3,9 +3,11 @@ package audit
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
+	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // A session's audit files: audit-000001.log, audit-000002.log, ... in
@@ -43,11 +45,60 @@ type fileSet struct {
 	// error, which ends storing for the session.
 	rotated, failed counted
 	line            []byte
+	// diskLow is the window of events not stored since the capture
+	// volume went low, until one is stored again; lowWindows those that
+	// ended so, not yet gap records (witness.emitPending).
+	diskLow    window
+	lowWindows []window
+	// runBudget and volumeBudget count the events past the witnesses'
+	// budgets across sessions (witnessbudget).
+	runBudget, volumeBudget window
+}
+
+// window is a count of events not stored, and when the first and the
+// last of them happened.
+type window struct {
+	counted
+	first, last time.Time
+}
+
+func (w *window) add(e *Event) {
+	if w.events == 0 {
+		w.first = e.Time
+	}
+	w.counted.add(e)
+	w.last = e.Time
+}
+
+// gap is w's gap record.
+func (w window) gap(reason string) gapRecord {
+	return gapRecord{reason: reason, count: uint64(w.events), at: w.first, last: w.last}
+}
+
+// maxLowWindows bounds the low windows held between two checkpoints
+// (about a second): past it, the last one takes in the next.
+const maxLowWindows = 16
+
+// endLowWindow ends the window of events not stored on a low volume, if
+// one is open: an event is stored again, or the session closes.
+func (s *fileSet) endLowWindow() {
+	if s.diskLow.events == 0 {
+		return
+	}
+	if n := len(s.lowWindows); n == maxLowWindows {
+		last := &s.lowWindows[n-1]
+		last.events += s.diskLow.events
+		last.records += s.diskLow.records
+		last.last = s.diskLow.last
+	} else {
+		s.lowWindows = append(s.lowWindows, s.diskLow)
+	}
+	s.diskLow = window{}
 }
 
 // newFileSet returns the file set that create makes files for.
-func newFileSet(limits Limits, create func(name string) (*os.File, error)) *fileSet {
-	return &fileSet{FileSet: witnessfs.FileSet{Class: vocab.ClassAudit, Name: FileName, CountAttr: vocab.AttrRecords, Limits: limits, Create: create}}
+func newFileSet(limits Limits, create func(name string) (*os.File, error), gate recorder.WitnessGate) *fileSet {
+	return &fileSet{FileSet: witnessfs.FileSet{Class: vocab.ClassAudit, Name: FileName, CountAttr: vocab.AttrRecords, Limits: limits, Create: create, Gate: gate}}
 }
 
 // write stores the event's lines, rotating first when they would not fit.
@@ -57,15 +108,23 @@ func (s *fileSet) write(e *Event) {
 		return
 	}
 	s.line = e.AppendLog(s.line[:0])
-	f, full := s.Next(int64(len(s.line)))
+	f, why := s.Next(int64(len(s.line)))
 	if f == nil {
-		if full {
+		switch why {
+		case witnessfs.Full:
 			s.rotated.add(e)
-		} else {
+		case witnessfs.DiskLow:
+			s.diskLow.add(e)
+		case witnessfs.RunBudget:
+			s.runBudget.add(e)
+		case witnessfs.VolumeBudget:
+			s.volumeBudget.add(e)
+		default:
 			s.failed.add(e)
 		}
 		return
 	}
+	s.endLowWindow()
 	if _, err := f.Write(s.line); err != nil {
 		s.Fail(fmt.Errorf("audit: write %s: %w", f.Name, err))
 		s.failed.add(e)

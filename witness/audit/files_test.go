@@ -25,7 +25,7 @@ func TestSessionFilesRotate(t *testing.T) {
 	size := int64(len(ev(0).AppendLog(nil)))
 	s := newFileSet(Limits{RotateBytes: 2 * size, Files: 2}, func(name string) (*os.File, error) {
 		return os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	})
+	}, nil)
 	for i := range 5 {
 		s.write(ev(i))
 	}

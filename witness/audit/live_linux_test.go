@@ -92,8 +92,8 @@ type capturingSource struct {
 	ws []recorder.Witness
 }
 
-func (c *capturingSource) Open(mkdir func() (*os.File, error), notify func()) (recorder.Witness, map[string]string) {
-	w, a := c.Source.Open(mkdir, notify)
+func (c *capturingSource) Open(o recorder.WitnessOpen) (recorder.Witness, map[string]string) {
+	w, a := c.Source.Open(o)
 	c.mu.Lock()
 	c.ws = append(c.ws, w)
 	c.mu.Unlock()

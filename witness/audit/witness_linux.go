@@ -24,9 +24,9 @@ type Source = witnessfs.Source[Engine]
 // NewSource returns the audit class, unavailable for reason until SetEngine.
 func NewSource(limits Limits, log *slog.Logger, reason string) *Source {
 	names := witnessfs.SourceNames{Class: vocab.ClassAudit, State: vocab.AttrAudit, Reason: vocab.AttrAuditReason, On: vocab.AuditOn, Unavailable: vocab.AuditUnavailable, Disabled: vocab.AuditDisabled}
-	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, notify func()) recorder.Witness {
-		return &witness{eng: eng, notify: notify, dir: dir, ses: unsetID,
-			files: newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) })}
+	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, o recorder.WitnessOpen) recorder.Witness {
+		return &witness{eng: eng, notify: o.Notify, dir: dir, ses: unsetID,
+			files: newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }, o.Gate)}
 	})
 }
 
@@ -112,6 +112,7 @@ type gapRecord struct {
 	at     time.Time // when it was noticed; a window's first instant
 	last   time.Time // a window's last instant; zero for a loss
 	err    string    // a window's refused restore: it was still open at last
+	budget string    // the budget spent, of an audit-budget gap
 }
 
 // attrs are g's gap record's attributes.
@@ -123,6 +124,9 @@ func (g gapRecord) attrs() map[string]string {
 	}
 	if g.err != "" {
 		a[vocab.AttrError] = g.err
+	}
+	if g.budget != "" {
+		a[vocab.AttrBudget] = g.budget
 	}
 	return a
 }
@@ -235,6 +239,7 @@ func (w *witness) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 
 // emitPending emits the records of finished files and of gaps. Callers hold mu.
 func (w *witness) emitPending(emit recorder.Emit) error {
+	w.takeLowWindows()
 	for _, r := range w.files.TakeFinished() {
 		if err := emit(vocab.TypeAuditFile, r.Attrs()); err != nil {
 			return err
@@ -253,6 +258,15 @@ func (w *witness) emitPending(emit recorder.Emit) error {
 		c.emitted = true
 	}
 	return nil
+}
+
+// takeLowWindows turns the low windows that ended into gaps. Callers
+// hold mu.
+func (w *witness) takeLowWindows() {
+	for _, lw := range w.files.lowWindows {
+		w.gaps = append(w.gaps, lw.gap(vocab.GapAuditDiskLow))
+	}
+	w.files.lowWindows = nil
 }
 
 // Close implements recorder.Witness: it waits (bounded) until the engine
@@ -275,12 +289,24 @@ func (w *witness) Close(emit recorder.Emit) (map[string]string, error) {
 		c.due = true // the session ended before its records confirmed it
 	}
 	w.files.Finish()
+	w.files.endLowWindow()
+	w.takeLowWindows()
 	for _, g := range []struct {
 		c      counted
 		reason string
 	}{{w.files.rotated, vocab.GapAuditRotation}, {w.files.failed, vocab.GapAuditWriteFailed}} {
 		if g.c.events > 0 {
 			w.gaps = append(w.gaps, gapRecord{reason: g.reason, count: uint64(g.c.events), at: time.Now()})
+		}
+	}
+	for _, b := range []struct {
+		w      window
+		budget string
+	}{{w.files.runBudget, vocab.BudgetRun}, {w.files.volumeBudget, vocab.BudgetVolume}} {
+		if b.w.events > 0 {
+			g := b.w.gap(vocab.GapAuditBudget)
+			g.budget = b.budget
+			w.gaps = append(w.gaps, g)
 		}
 	}
 	if err := w.emitPending(emit); err != nil {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )
 
@@ -37,7 +38,7 @@ func (l *benchLab) engineRound(b *testing.B, size, count int) roundResult {
 	defer eng.Close()
 	src := pcap.NewSource(pcap.Limits{RotateBytes: pcap.DefaultRotateMB << 20, Files: pcap.DefaultFiles}, log, "")
 	src.SetEngine(eng, "")
-	w, attrs := src.Open(func() (*os.File, error) { return os.Open(dir) }, func() {})
+	w, attrs := src.Open(recorder.WitnessOpen{Mkdir: func() (*os.File, error) { return os.Open(dir) }, Notify: func() {}})
 	if attrs[vocab.AttrPcap] != vocab.PcapOn {
 		b.Fatalf("pcap source did not open: %v", attrs)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
+	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // A session's pcap files: capture-000001.pcapng, capture-000002.pcapng, ...
@@ -94,6 +95,14 @@ type fileSet struct {
 	// held counts the packets in the FileSet's buffer, not yet written:
 	// lost with it when its write fails (gapAccounts).
 	held counted
+	// diskLow counts the packets not stored since the capture volume
+	// went low, until one is stored again; lowWindows are the windows
+	// that ended so, not yet in a gap record (takeLowWindows).
+	diskLow    counted
+	lowWindows []counted
+	// runBudget and volumeBudget count the packets past the witnesses'
+	// budgets across sessions (witnessbudget).
+	runBudget, volumeBudget counted
 	// cur writes the FileSet's current file (or its last one); a new
 	// file gets a new pcapng writer, with its own section header.
 	cur *pcapFile
@@ -107,8 +116,49 @@ type pcapFile struct {
 }
 
 // newFileSet returns the file set that create makes files for.
-func newFileSet(limits Limits, create func(name string) (*os.File, error)) *fileSet {
-	return &fileSet{FileSet: witnessfs.FileSet{Class: vocab.ClassPcap, Name: FileName, CountAttr: vocab.AttrPackets, Buffer: writeBuffer, Limits: limits, Create: create}}
+func newFileSet(limits Limits, create func(name string) (*os.File, error), gate recorder.WitnessGate) *fileSet {
+	return &fileSet{FileSet: witnessfs.FileSet{Class: vocab.ClassPcap, Name: FileName, CountAttr: vocab.AttrPackets, Buffer: writeBuffer, Limits: limits, Create: create, Gate: gate}}
+}
+
+// maxLowWindows bounds the low windows held between two checkpoints
+// (about a second): past it, the last one takes in the next.
+const maxLowWindows = 16
+
+// notStored counts p where why says it belongs.
+func (s *fileSet) notStored(why witnessfs.Refusal, p *packet) {
+	switch why {
+	case witnessfs.Full:
+		s.rotated.add(p)
+	case witnessfs.DiskLow:
+		s.diskLow.add(p)
+	case witnessfs.RunBudget:
+		s.runBudget.add(p)
+	case witnessfs.VolumeBudget:
+		s.volumeBudget.add(p)
+	default:
+		s.failed.add(p)
+	}
+}
+
+// endLowWindow ends the window of packets not stored on a low volume,
+// if one is open: a packet is stored again, or the session closes.
+func (s *fileSet) endLowWindow() {
+	if s.diskLow.packets == 0 {
+		return
+	}
+	if n := len(s.lowWindows); n == maxLowWindows {
+		s.lowWindows[n-1].merge(s.diskLow)
+	} else {
+		s.lowWindows = append(s.lowWindows, s.diskLow)
+	}
+	s.diskLow = counted{}
+}
+
+// takeLowWindows returns the low windows ended since the last call.
+func (s *fileSet) takeLowWindows() []counted {
+	w := s.lowWindows
+	s.lowWindows = nil
+	return w
 }
 
 // write stores p, rotating first when it would not fit.
@@ -123,15 +173,12 @@ func (s *fileSet) write(p *packet) {
 			need += idbBound
 		}
 	}
-	f, full := s.Next(need)
+	f, why := s.Next(need)
 	if f == nil {
-		if full {
-			s.rotated.add(p)
-		} else {
-			s.failed.add(p)
-		}
+		s.notStored(why, p)
 		return
 	}
+	s.endLowWindow()
 	if s.cur == nil || s.cur.File != f {
 		s.cur = &pcapFile{File: f, ids: map[int]int{}}
 	}

@@ -103,7 +103,7 @@ func TestPcapCapturesOnlyWhileASessionIsOpen(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(dir, vocab.PcapDir), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		w, attrs := src.Open(func() (*os.File, error) { return os.Open(filepath.Join(dir, vocab.PcapDir)) }, func() {})
+		w, attrs := src.Open(recorder.WitnessOpen{Mkdir: func() (*os.File, error) { return os.Open(filepath.Join(dir, vocab.PcapDir)) }, Notify: func() {}})
 		if attrs[vocab.AttrPcap] != vocab.PcapOn {
 			t.Fatalf("pcap source did not open: %v", attrs)
 		}

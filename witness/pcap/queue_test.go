@@ -37,7 +37,7 @@ func (e sharedEngine) budget() *batchBudget { return e.batches }
 func testFiles(t *testing.T, dir string) *fileSet {
 	return newFileSet(Limits{RotateBytes: 1 << 30, Files: DefaultFiles}, func(name string) (*os.File, error) {
 		return os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	})
+	}, nil)
 }
 
 type emitted struct {

@@ -24,9 +24,9 @@ type Source = witnessfs.Source[Engine]
 // SetEngine.
 func NewSource(limits Limits, log *slog.Logger, reason string) *Source {
 	names := witnessfs.SourceNames{Class: vocab.ClassPcap, State: vocab.AttrPcap, Reason: vocab.AttrPcapReason, On: vocab.PcapOn, Unavailable: vocab.PcapUnavailable, Disabled: vocab.PcapDisabled}
-	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, notify func()) recorder.Witness {
-		files := newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) })
-		return &closingTap{tap: newTap(eng, files, notify), dir: dir}
+	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, o recorder.WitnessOpen) recorder.Witness {
+		files := newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }, o.Gate)
+		return &closingTap{tap: newTap(eng, files, o.Notify), dir: dir}
 	})
 }
 

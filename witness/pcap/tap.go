@@ -138,9 +138,16 @@ func (t *tap) Checkpoint(emit recorder.Emit) (map[string]string, error) {
 	return map[string]string{vocab.AttrPcapFile: name, vocab.AttrPcapSize: strconv.FormatInt(size, 10), vocab.AttrPcapSHA256: sum}, nil
 }
 
+// emitFinished emits the records of the files finished and the gaps of
+// the low windows ended since the last call. Callers hold filesMu.
 func (t *tap) emitFinished(emit recorder.Emit) error {
 	for _, r := range t.files.TakeFinished() {
 		if err := emit(vocab.TypePcapFile, r.Attrs()); err != nil {
+			return err
+		}
+	}
+	for _, w := range t.files.takeLowWindows() {
+		if err := emit(vocab.TypeGap, w.gapAttrs(vocab.GapPcapDiskLow)); err != nil {
 			return err
 		}
 	}
@@ -180,6 +187,7 @@ func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
 	defer t.filesMu.Unlock()
 	t.files.Finish()
 	t.files.gapAccounts()
+	t.files.endLowWindow()
 	if err := t.emitFinished(emit); err != nil {
 		return nil, err
 	}
@@ -188,14 +196,19 @@ func (t *tap) Close(emit recorder.Emit) (map[string]string, error) {
 		c      *counted
 		reason string
 		limit  string // which queue bound, for GapPcapQueueFull
+		budget string // which budget, for GapPcapBudget
 	}{
-		{&t.files.rotated, vocab.GapPcapRotation, ""}, {&t.files.failed, vocab.GapPcapWriteFailed, ""}, {&t.unsupported, vocab.GapPcapLinkType, ""},
-		{&t.queueFull, vocab.GapPcapQueueFull, vocab.QueueLimitSession}, {&t.engineFull, vocab.GapPcapQueueFull, vocab.QueueLimitEngine},
+		{&t.files.rotated, vocab.GapPcapRotation, "", ""}, {&t.files.failed, vocab.GapPcapWriteFailed, "", ""}, {&t.unsupported, vocab.GapPcapLinkType, "", ""},
+		{&t.queueFull, vocab.GapPcapQueueFull, vocab.QueueLimitSession, ""}, {&t.engineFull, vocab.GapPcapQueueFull, vocab.QueueLimitEngine, ""},
+		{&t.files.runBudget, vocab.GapPcapBudget, "", vocab.BudgetRun}, {&t.files.volumeBudget, vocab.GapPcapBudget, "", vocab.BudgetVolume},
 	} {
 		if g.c.packets > 0 {
 			a := g.c.gapAttrs(g.reason)
 			if g.limit != "" {
 				a[vocab.AttrQueueLimit] = g.limit
+			}
+			if g.budget != "" {
+				a[vocab.AttrBudget] = g.budget
 			}
 			if err := emit(vocab.TypeGap, a); err != nil {
 				return nil, err
