@@ -110,13 +110,26 @@ func TestDiskFillByPacketFlood(t *testing.T) {
 // diskFillCase runs n flooding sessions at once on a fresh lab and volume.
 func diskFillCase(t *testing.T, bin string, n int) {
 	lab := newFloodLab(t, bin)
-	results := make([]floodResult, n)
-	var wg sync.WaitGroup
+	// Every session is open and recording before any flood starts: a
+	// session opened on a full volume may rightly be refused (that is
+	// checkNewSession's case), and must not be mistaken for one the
+	// flood cut.
+	floods := make([]*floodSession, n)
 	for i := range n {
 		// Logins one after the other: the per-source limit on
 		// unauthenticated connections must not be what the test meets.
-		c := lab.login(t)
-		wg.Go(func() { results[i] = runFlood(c, fmt.Sprintf("flood-%d", i), lab.peerAddr) })
+		floods[i] = startFlood(t, lab.login(t), fmt.Sprintf("flood-%d", i), lab.peerAddr)
+	}
+	for _, f := range floods {
+		f.waitReady(t)
+	}
+	for _, f := range floods {
+		f.release(t)
+	}
+	results := make([]floodResult, n)
+	var wg sync.WaitGroup
+	for i, f := range floods {
+		wg.Go(func() { results[i] = f.wait() })
 	}
 	wg.Wait()
 	t.Logf("after the flood the volume has %s", lab.volumeState(t))
@@ -142,7 +155,7 @@ func diskFillCase(t *testing.T, bin string, n int) {
 		t.Run(r.id, func(t *testing.T) {
 			if r.err != nil {
 				lost += len(expectedAfterFlood())
-				t.Fatalf("the flood session did not run: %v", r.err)
+				t.Fatalf("the flood session: %v", r.err)
 			}
 			lost += checkFloodRecord(t, lab, r)
 		})
@@ -313,16 +326,18 @@ func (lab *floodLab) tryLogin() (*gossh.Client, error) {
 	return gossh.NewClient(sc, chans, reqs), nil
 }
 
-// floodCommand floods UDP datagrams of floodDatagram bytes at peer for
-// floodDuration from an unconnected socket (so the peer's port
-// unreachable replies cannot stop it), prints how many it sent, then the
-// known block. stderr joins stdout: the block is all one stream.
+// floodCommand says it is ready, waits for a line on stdin, floods UDP
+// datagrams of floodDatagram bytes at peer for floodDuration from an
+// unconnected socket (so the peer's port unreachable replies cannot stop
+// it), prints how many it sent, then the known block. stderr joins
+// stdout: the block is all one stream.
 func floodCommand(peer string) string {
 	perl := fmt.Sprintf(`use Socket; socket(S, PF_INET, SOCK_DGRAM, 0) or die "socket: $!";`+
 		` my $d = sockaddr_in(9999, inet_aton("%s")); my $p = "x" x %d; my $n = 0; my $end = time + %d;`+
 		` while (time < $end) { send(S, $p, 0, $d) and $n++ } print "%s$n\n";`,
 		peer, floodDatagram, int(floodDuration/time.Second), floodSentPrefix)
-	return fmt.Sprintf(`exec 2>&1; perl -e '%s'; echo "FLOOD_DONE_$((40+2))"; seq 1 %d; echo "FLOOD_END_$((40+2))"`, perl, afterFloodLines)
+	return fmt.Sprintf(`exec 2>&1; echo "FLOOD_READY_$((40+2))"; read go; perl -e '%s'; echo "FLOOD_DONE_$((40+2))"; seq 1 %d; echo "FLOOD_END_$((40+2))"`,
+		perl, afterFloodLines)
 }
 
 // expectedAfterFlood is every byte the flood session writes after the
@@ -337,39 +352,72 @@ func expectedAfterFlood() []byte {
 	return b.Bytes()
 }
 
+// floodSession is one running flood session, as its client sees it.
+type floodSession struct {
+	id             string
+	s              *gossh.Session
+	stdin          io.WriteCloser
+	stdout, stderr testutil.LockedBuffer
+	done           chan error
+}
+
+// startFlood starts the flood session id on c; it waits on its stdin.
+func startFlood(t *testing.T, c *gossh.Client, id, peer string) *floodSession {
+	t.Helper()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatalf("%s: %v", id, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for k, v := range map[string]string{"APTL_RUN_ID": "diskfill", "APTL_SESSION_ID": id} {
+		if err := s.Setenv(k, v); err != nil {
+			t.Fatalf("%s: setenv %s: %v", id, k, err)
+		}
+	}
+	f := &floodSession{id: id, s: s, done: make(chan error, 1)}
+	s.Stdout, s.Stderr = &f.stdout, &f.stderr
+	if f.stdin, err = s.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(floodCommand(peer)); err != nil {
+		t.Fatalf("%s: start: %v", id, err)
+	}
+	go func() { f.done <- s.Wait() }()
+	return f
+}
+
+// waitReady waits until the session says it is ready to flood.
+func (f *floodSession) waitReady(t *testing.T) {
+	t.Helper()
+	waitFor(t, 30*time.Second, f.id+"'s ready line", func() bool { return strings.Contains(f.stdout.String(), "FLOOD_READY_42\n") })
+}
+
+// release lets the session's flood start.
+func (f *floodSession) release(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(f.stdin, "go\n"); err != nil {
+		t.Fatalf("%s: %v", f.id, err)
+	}
+	f.stdin.Close()
+}
+
 // floodResult is what the client saw of one flood session.
 type floodResult struct {
 	id             string
 	stdout, stderr []byte
-	exit           error // Run's: nil, *gossh.ExitError, *gossh.ExitMissingError
-	err            error // the session could not be started at all
+	exit           error // Wait's: nil, *gossh.ExitError, *gossh.ExitMissingError
+	err            error // the session did not end within its bound
 }
 
-// runFlood runs the flood session id on c and waits for its end, bounded.
-func runFlood(c *gossh.Client, id, peer string) floodResult {
-	r := floodResult{id: id}
-	s, err := c.NewSession()
-	if err != nil {
-		r.err = err
-		return r
-	}
-	defer s.Close()
-	for k, v := range map[string]string{"APTL_RUN_ID": "diskfill", "APTL_SESSION_ID": id} {
-		if err := s.Setenv(k, v); err != nil {
-			r.err = fmt.Errorf("setenv %s: %w", k, err)
-			return r
-		}
-	}
-	var stdout, stderr testutil.LockedBuffer
-	s.Stdout, s.Stderr = &stdout, &stderr
-	done := make(chan error, 1)
-	go func() { done <- s.Run(floodCommand(peer)) }()
+// wait waits for the session's end, bounded.
+func (f *floodSession) wait() floodResult {
+	r := floodResult{id: f.id}
 	select {
-	case r.exit = <-done:
+	case r.exit = <-f.done:
 	case <-time.After(floodDuration + 90*time.Second):
 		r.err = fmt.Errorf("the session had not ended %v after its flood should have", 90*time.Second)
 	}
-	r.stdout, r.stderr = []byte(stdout.String()), []byte(stderr.String())
+	r.stdout, r.stderr = []byte(f.stdout.String()), []byte(f.stderr.String())
 	return r
 }
 
