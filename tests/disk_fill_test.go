@@ -332,12 +332,18 @@ func (lab *floodLab) tryLogin() (*gossh.Client, error) {
 // it), prints how many it sent, then the known block. stderr joins
 // stdout: the block is all one stream.
 func floodCommand(peer string) string {
-	perl := fmt.Sprintf(`use Socket; socket(S, PF_INET, SOCK_DGRAM, 0) or die "socket: $!";`+
-		` my $d = sockaddr_in(9999, inet_aton("%s")); my $p = "x" x %d; my $n = 0; my $end = time + %d;`+
-		` while (time < $end) { send(S, $p, 0, $d) and $n++ } print "%s$n\n";`,
-		peer, floodDatagram, int(floodDuration/time.Second), floodSentPrefix)
+	loop := fmt.Sprintf(`my $n = 0; my $end = time + %d; while (time < $end) { send(S, $p, 0, $d) and $n++ } print "%s$n\n";`,
+		int(floodDuration/time.Second), floodSentPrefix)
 	return fmt.Sprintf(`exec 2>&1; echo "FLOOD_READY_$((40+2))"; read go; perl -e '%s'; echo "FLOOD_DONE_$((40+2))"; seq 1 %d; echo "FLOOD_END_$((40+2))"`,
-		perl, afterFloodLines)
+		udpPerl(peer, loop), afterFloodLines)
+}
+
+// udpPerl is a perl program (for perl -e '...': no single quotes) that
+// runs loop with S an unconnected UDP socket, $d peer's port 9999 and $p
+// a payload of floodDatagram bytes.
+func udpPerl(peer, loop string) string {
+	return fmt.Sprintf(`use Socket; socket(S, PF_INET, SOCK_DGRAM, 0) or die "socket: $!"; my $d = sockaddr_in(9999, inet_aton("%s")); my $p = "x" x %d; %s`,
+		peer, floodDatagram, loop)
 }
 
 // expectedAfterFlood is every byte the flood session writes after the
@@ -592,8 +598,11 @@ func (lab *floodLab) volumeState(t *testing.T) string {
 func (lab *floodLab) checkNewSession(t *testing.T) {
 	t.Run("new session on the full volume", func(t *testing.T) {
 		c := lab.login(t)
-		const lines = 2000
-		res := rawExec(t, c, map[string]string{"APTL_RUN_ID": "diskfill", "APTL_SESSION_ID": "after"}, fmt.Sprintf(`seq 1 %d; echo "AFTER_$((40+2))"`, lines))
+		// A short burst of packets first: the session's packet witness
+		// meets the full volume too, as any lab traffic would make it.
+		const lines, burst = 2000, 200
+		cmd := fmt.Sprintf(`perl -e '%s'; seq 1 %d; echo "AFTER_$((40+2))"`, udpPerl(lab.peerAddr, fmt.Sprintf("for (1..%d) { send(S, $p, 0, $d) }", burst)), lines)
+		res := rawExec(t, c, map[string]string{"APTL_RUN_ID": "diskfill", "APTL_SESSION_ID": "after"}, cmd)
 		var want bytes.Buffer
 		for i := 1; i <= lines; i++ {
 			fmt.Fprintf(&want, "%d\n", i)
