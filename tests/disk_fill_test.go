@@ -163,7 +163,12 @@ func diskFillCase(t *testing.T, bin string, n int) {
 	}
 	t.Logf("bytes of transcript lost after the flood: %d of %d, over %d sessions (goal 0)", lost, want, n)
 
-	lab.checkNewSession(t)
+	lab.checkNewSession(t, "new session after the flood", "after")
+	// The same on a volume full to its last byte, as while another
+	// session's flood still fills it: the closed sessions' reserves,
+	// released, leave room the first new session may use.
+	testutil.Fill(t, lab.root)
+	lab.checkNewSession(t, "new session on a volume full to the last byte", "after-full")
 	lab.checkStaysUp(t)
 }
 
@@ -620,16 +625,17 @@ func (lab *floodLab) volumeState(t *testing.T) string {
 	return fmt.Sprintf("%d of %d KiB free", st.Bavail*uint64(st.Bsize)>>10, st.Blocks*uint64(st.Bsize)>>10)
 }
 
-// checkNewSession opens a session on the full volume: it must record
+// checkNewSession opens session id on the full volume: it must record
 // completely and verify, or be refused with a line that names the disk.
-func (lab *floodLab) checkNewSession(t *testing.T) {
-	t.Run("new session on the full volume", func(t *testing.T) {
+func (lab *floodLab) checkNewSession(t *testing.T, name, id string) {
+	t.Run(name, func(t *testing.T) {
+		t.Logf("the volume has %s", lab.volumeState(t))
 		c := lab.login(t)
 		// A short burst of packets first: the session's packet witness
 		// meets the full volume too, as any lab traffic would make it.
 		const lines, burst = 2000, 200
 		cmd := fmt.Sprintf(`perl -e '%s'; seq 1 %d; echo "AFTER_$((40+2))"`, udpPerl(lab.peerAddr, fmt.Sprintf("for (1..%d) { send(S, $p, 0, $d) }", burst)), lines)
-		res := rawExec(t, c, map[string]string{"APTL_RUN_ID": "diskfill", "APTL_SESSION_ID": "after"}, cmd)
+		res := rawExec(t, c, map[string]string{"APTL_RUN_ID": "diskfill", "APTL_SESSION_ID": id}, cmd)
 		var want bytes.Buffer
 		for i := 1; i <= lines; i++ {
 			fmt.Fprintf(&want, "%d\n", i)
@@ -644,7 +650,7 @@ func (lab *floodLab) checkNewSession(t *testing.T) {
 			}
 			return
 		}
-		dir := filepath.Join(lab.root, "diskfill", "after")
+		dir := filepath.Join(lab.root, "diskfill", id)
 		reason := waitClosed(t, dir)
 		if res.stdout != want.String() || res.status != 0 {
 			t.Errorf("the new session ran but was cut: %d of %d bytes, exit status %d, close reason %q, the sidecar said %q",
