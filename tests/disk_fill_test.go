@@ -82,9 +82,10 @@ const (
 // the packet witness has filled the volume several times over. The
 // session's transcript after the flood must be whole, its record
 // finalized and verifying (never tampered, never unfinalized), the
-// packets not stored a pcap gap record; a new session afterwards records
-// completely or is refused naming the disk, and the sidecar stays up.
-// Then the same with 16 sessions flooding at once.
+// packets not stored a pcap gap record; a new session afterwards, and one
+// on the volume filled to its last byte, records completely or is refused
+// naming the disk, and the sidecar stays up. Then the same with 16
+// sessions flooding at once.
 func TestDiskFillByPacketFlood(t *testing.T) {
 	if !slowTests {
 		t.Skip("the disk-fill test floods for about 15 s per case and mounts a tmpfs; set APTL_CAPTURE_SLOW_TESTS=1 to run it")
@@ -201,15 +202,15 @@ func newFloodLab(t *testing.T, bin string) *floodLab {
 			t.Skipf("network namespaces are not permitted here: ip netns add %s: %v: %s", ns, err, out)
 		}
 		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-		ipRun(t, "-n", ns, "link", "set", "lo", "up")
+		floodIP(t, "-n", ns, "link", "set", "lo", "up")
 	}
 	veth := p + "v"
 	lab.peerLink = veth + "p"
-	ipRun(t, "link", "add", veth, "netns", lab.side, "type", "veth", "peer", "name", veth+"p", "netns", lab.peer)
-	ipRun(t, "-n", lab.side, "addr", "add", "10.233.1.1/24", "dev", veth)
-	ipRun(t, "-n", lab.peer, "addr", "add", lab.peerAddr+"/24", "dev", veth+"p")
-	ipRun(t, "-n", lab.side, "link", "set", veth, "up")
-	ipRun(t, "-n", lab.peer, "link", "set", veth+"p", "up")
+	floodIP(t, "link", "add", veth, "netns", lab.side, "type", "veth", "peer", "name", veth+"p", "netns", lab.peer)
+	floodIP(t, "-n", lab.side, "addr", "add", "10.233.1.1/24", "dev", veth)
+	floodIP(t, "-n", lab.peer, "addr", "add", lab.peerAddr+"/24", "dev", veth+"p")
+	floodIP(t, "-n", lab.side, "link", "set", veth, "up")
+	floodIP(t, "-n", lab.peer, "link", "set", veth+"p", "up")
 
 	// Mounted before the sidecar starts, so its cleanup (registered
 	// later, run earlier) stops the sidecar before the volume goes.
@@ -229,11 +230,11 @@ func newFloodLab(t *testing.T, bin string) *floodLab {
 		lab.srv.Process.Signal(syscall.SIGTERM)
 		lab.srv.Wait()
 		if t.Failed() {
-			t.Logf("sidecar log (last 8 kB):\n%s", lastBytes(lab.logs.String(), 8<<10))
+			t.Logf("sidecar log (last 8 kB):\n%s", logTail(lab.logs.String(), 8<<10))
 		}
 	})
 	waitFor(t, 30*time.Second, "the sidecar's readiness file", func() bool { _, err := os.Stat(lab.ready); return err == nil })
-	if got := readinessFile(t, lab.ready)["pcap"]; got != "ok" {
+	if got := readinessKeys(t, lab.ready)["pcap"]; got != "ok" {
 		t.Fatalf("readiness pcap=%q, want ok: the test's premise is a packet witness filling the volume", got)
 	}
 	key, err := os.ReadFile(filepath.Join(lab.state, "client_ed25519"))
@@ -250,22 +251,22 @@ func newFloodLab(t *testing.T, bin string) *floodLab {
 	return lab
 }
 
-func ipRun(t *testing.T, args ...string) {
+func floodIP(t *testing.T, args ...string) {
 	t.Helper()
 	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 }
 
-func lastBytes(s string, n int) string {
+func logTail(s string, n int) string {
 	if len(s) > n {
 		return "..." + s[len(s)-n:]
 	}
 	return s
 }
 
-// readinessFile returns a readiness file's key=value lines.
-func readinessFile(t *testing.T, path string) map[string]string {
+// readinessKeys returns a readiness file's key=value lines.
+func readinessKeys(t *testing.T, path string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
 	b, err := os.ReadFile(path)
@@ -281,10 +282,10 @@ func readinessFile(t *testing.T, path string) map[string]string {
 	return m
 }
 
-// dialIn connects to addr from network namespace ns: the socket is made
+// dialInNetns connects to addr from network namespace ns: the socket is made
 // on a thread moved into ns and stays there. The thread is locked and
 // never unlocked, so Go discards it rather than reuse it in ns.
-func dialIn(ns, addr string) (net.Conn, error) {
+func dialInNetns(ns, addr string) (net.Conn, error) {
 	type result struct {
 		c   net.Conn
 		err error
@@ -322,7 +323,7 @@ func (lab *floodLab) login(t *testing.T) *gossh.Client {
 }
 
 func (lab *floodLab) tryLogin() (*gossh.Client, error) {
-	conn, err := dialIn(lab.side, lab.listen)
+	conn, err := dialInNetns(lab.side, lab.listen)
 	if err != nil {
 		return nil, err
 	}
@@ -446,14 +447,14 @@ func checkFloodRecord(t *testing.T, lab *floodLab, r floodResult) int {
 	// session was cut by the full disk.
 	if got := afterMarker(r.stdout); !bytes.Equal(got, want) {
 		t.Errorf("the client received %d of the %d bytes the session wrote after the flood (first difference at %d; exit %v; the sidecar told it %q): a full disk must not end the session",
-			commonPrefix(got, want), len(want), firstDiff(got, want), r.exit, strings.TrimSpace(string(r.stderr)))
+			sharedPrefixLen(got, want), len(want), firstDiff(got, want), r.exit, strings.TrimSpace(string(r.stderr)))
 	}
 	// What the typescript holds of it.
 	ts, err := os.ReadFile(filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile))
 	if err != nil {
 		t.Fatalf("the typescript: %v", err)
 	}
-	held := commonPrefix(afterMarker(ts), want)
+	held := sharedPrefixLen(afterMarker(ts), want)
 	lost := len(want) - held
 	t.Logf("transcript after the flood: %d bytes written, %d in the typescript, %d lost; typescript %d bytes; close reason %q", len(want), held, lost, len(ts), reason)
 	if lost != 0 {
@@ -525,7 +526,7 @@ func afterMarker(b []byte) []byte {
 	return nil
 }
 
-func commonPrefix(a, b []byte) int {
+func sharedPrefixLen(a, b []byte) int {
 	n := 0
 	for n < len(a) && n < len(b) && a[n] == b[n] {
 		n++
@@ -654,7 +655,7 @@ func (lab *floodLab) checkNewSession(t *testing.T, name, id string) {
 		reason := waitClosed(t, dir)
 		if res.stdout != want.String() || res.status != 0 {
 			t.Errorf("the new session ran but was cut: %d of %d bytes, exit status %d, close reason %q, the sidecar said %q",
-				commonPrefix([]byte(res.stdout), want.Bytes()), want.Len(), res.status, reason, msg)
+				sharedPrefixLen([]byte(res.stdout), want.Bytes()), want.Len(), res.status, reason, msg)
 		}
 		ts, err := os.ReadFile(filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile))
 		if err != nil {
