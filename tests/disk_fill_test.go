@@ -645,9 +645,15 @@ func (lab *floodLab) checkNewSession(t *testing.T, name, id string) {
 		msg := strings.TrimSpace(res.stderr)
 		t.Logf("the new session: started %v, exit status %d, %d bytes out, the sidecar said %q", res.started, res.status, len(res.stdout), msg)
 		if res.stdout == "" {
-			// Refused: the line must say the disk is why.
-			if !strings.Contains(msg, "disk") && !strings.Contains(msg, "space") {
+			// Refused: the client's line and the sidecar's log must say
+			// the disk is why.
+			logged := lab.logLine("session=" + id + " ")
+			t.Logf("the sidecar logged: %s", logged)
+			if !namesDisk(msg) {
 				t.Errorf("a new session on the full volume was refused with %q, which does not name the disk: the refusal must say why (disk, space)", msg)
+			}
+			if !namesDisk(logged) {
+				t.Errorf("the sidecar's log does not say the disk is why session %s was refused (its line: %q)", id, logged)
 			}
 			return
 		}
@@ -668,6 +674,20 @@ func (lab *floodLab) checkNewSession(t *testing.T, name, id string) {
 			t.Errorf("the new session's record: verify says %s (finalized %v): anomalies %v", rep.Status, rep.Finalized, firstAnomalies(rep, 5))
 		}
 	})
+}
+
+// namesDisk reports whether a refusal says the disk is why.
+func namesDisk(s string) bool { return strings.Contains(s, "disk") || strings.Contains(s, "space") }
+
+// logLine is the sidecar's last log line that holds s, or "".
+func (lab *floodLab) logLine(s string) string {
+	lines := strings.Split(lab.logs.String(), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], s) {
+			return lines[i]
+		}
+	}
+	return ""
 }
 
 // checkStaysUp requires the sidecar alive, `health` passing in its
