@@ -16,7 +16,7 @@ const (
 	RefusalDiskCritical = "the capture volume is critically low on space"
 	// RefusalDiskFull is the refusal of a session whose record could not
 	// be made for want of space (its reserve, its folder).
-	RefusalDiskFull = "recording is unavailable: the capture volume is full; session not started"
+	RefusalDiskFull = "recording is unavailable: the capture volume (disk) has no space left; session not started"
 )
 
 // diskCriticalRefusal is the refusal of a session on a critical volume.

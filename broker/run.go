@@ -663,7 +663,7 @@ func scriptExitCode(exit launch.Exit, werr error) int {
 // the disk, not a fault of the sidecar.
 func ioCause(err error) *closeCause {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return &closeCause{reason: vocab.CloseDiskFull, msg: "recording failed: the capture volume is full; session closed", err: err}
+		return &closeCause{reason: vocab.CloseDiskFull, msg: "recording failed: the capture volume (disk) has no space left; session closed", err: err}
 	}
 	return &closeCause{reason: reasonIOError, msg: "recording failed; session closed", err: err}
 }

@@ -99,7 +99,7 @@ func TestFullDiskStopsDelivery(t *testing.T) {
 	if len(res.stdout) == 0 || len(res.stdout) > strings.Count(body, "x") {
 		t.Errorf("client received %d bytes, the record holds %d: delivery must never pass the record", len(res.stdout), strings.Count(body, "x"))
 	}
-	if !strings.Contains(h.logs.String(), "reason=disk-full") || !strings.Contains(res.stderr, "capture volume is full") {
+	if !strings.Contains(h.logs.String(), "reason=disk-full") || !strings.Contains(res.stderr, "capture volume (disk) has no space left") {
 		t.Errorf("the log and the client (%q) do not say the session ended on a full disk", res.stderr)
 	}
 	// The session's reserve held the closing records: finalized, verifying.
