@@ -303,6 +303,13 @@ func Listen(addr string) (net.Listener, error) {
 		if err := c.Control(func(fd uintptr) { aerr = attachGuard(int(fd), s) }); err != nil {
 			return err
 		}
+		if errors.Is(aerr, unix.EPERM) {
+			// Seen under a capability set of NET_RAW alone (the Compose
+			// sidecar's): the listener opens without the guard, and
+			// Serve, which tries again, logs that it is not installed,
+			// so the SSH port is never lost for want of the filter.
+			return nil
+		}
 		return aerr
 	}
 	return lc.Listen(context.Background(), "tcp", addr)

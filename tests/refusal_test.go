@@ -51,7 +51,7 @@ func TestAuthenticationRefusals(t *testing.T) {
 }
 
 func TestLoginGraceClosesSilentConnection(t *testing.T) {
-	h := newHarness(t, withLimits(func(l *broker.Limits) { l.LoginGrace = 300 * time.Millisecond }))
+	h := newHarness(t, withLimits(func(l *broker.Limits) { l.LoginGrace, l.PreauthEvictAfter = 300*time.Millisecond, 300*time.Millisecond }))
 	conn, err := net.Dial("tcp", h.addr)
 	if err != nil {
 		t.Fatal(err)
