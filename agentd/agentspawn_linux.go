@@ -107,7 +107,7 @@ func specFromSpawn(m agentwire.SpawnMsg, files []*os.File) (launch.Spec, error) 
 
 // checkSlave accepts a terminal opened read-write that is not a PTY master:
 // the sidecar keeps the master, and an agent that received one would hold
-// what the recording depends on (README.md, "The agent adapter").
+// what the recording depends on (docs/AGENT.md, "The agent adapter").
 func checkSlave(f *os.File) error {
 	fd := int(f.Fd())
 	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {

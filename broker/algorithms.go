@@ -13,7 +13,7 @@ import (
 // order of preference. They are chosen here rather than inherited from
 // golang.org/x/crypto/ssh, whose defaults include NIST-curve ECDH,
 // diffie-hellman-group14-sha1, hmac-sha1(-96) and encrypt-and-MAC modes
-// (README "Algorithms" has the ssh-audit result of both lists).
+// (docs/OPERATING.md "Algorithms" has the ssh-audit result of both lists).
 type Algorithms struct {
 	KeyExchanges []string
 	Ciphers      []string

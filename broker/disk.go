@@ -7,7 +7,7 @@ import (
 )
 
 // The refusals a client sees (after "aptl-kali-capture: ") when the
-// capture volume cannot take a new session's record (README.md, "Disk
+// capture volume cannot take a new session's record (docs/OPERATING.md, "Disk
 // states"): they name the disk, so whoever reads them knows why and what
 // to free.
 const (

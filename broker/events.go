@@ -11,7 +11,7 @@ import (
 )
 
 // SSH control events belong in the same chain as the bytes (the request
-// record of README.md, "Integrity log and verification"):
+// record of docs/RECORD.md, "Integrity log and verification"):
 // every channel request the client sent, with what the broker decided. The
 // integrity log is evidence on the private volume, so unlike the
 // application log it may say which env names were sent and which ids; env

@@ -247,7 +247,7 @@ func parseAuthorizedKeys(data []byte) (*AuthorizedKeys, error) {
 	return ak, nil
 }
 
-// HostKeyFile is the host key's name in the state directory (README.md,
+// HostKeyFile is the host key's name in the state directory (docs/OPERATING.md,
 // "Configuration", --state-dir).
 const HostKeyFile = "ssh_host_ed25519_key"
 

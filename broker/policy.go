@@ -13,7 +13,7 @@ import (
 // with no I/O, so that every decision is table-tested (policy_test.go).
 
 // Environment names the lab's tool servers send with every session
-// (README.md, "Provenance headers"): they become the record's identity, so they are validated
+// (docs/RECORD.md, "Provenance headers"): they become the record's identity, so they are validated
 // with the canonical id rule rather than passed through as free text.
 const (
 	envSessionID = vocab.HeaderSessionID
@@ -21,7 +21,7 @@ const (
 	envTraceID   = vocab.HeaderTraceID
 )
 
-// defaultRunID is where sessions go that name no run (README.md, "What a
+// defaultRunID is where sessions go that name no run (docs/RECORD.md, "What a
 // session leaves").
 const defaultRunID = "_unbound"
 

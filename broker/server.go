@@ -505,7 +505,7 @@ func (srv *Server) recorderOptions() recorder.Options {
 }
 
 // nextAnonID returns a fresh generated session id, for a session that
-// supplied none or an invalid one (README.md, "What a session leaves").
+// supplied none or an invalid one (docs/RECORD.md, "What a session leaves").
 func (srv *Server) nextAnonID() string {
 	return fmt.Sprintf("anon-%d-%d", time.Now().Unix(), srv.anonSeq.Add(1))
 }

@@ -21,7 +21,7 @@ import (
 // Session.Write on PTY sessions and drops the pty-req terminal modes, so the
 // client would receive different bytes than the recorder saw at the master.
 // The broker therefore serves the "session" channel type itself on the raw
-// x/crypto/ssh channel (README.md, "Behaviour a client can rely on": bytes are
+// x/crypto/ssh channel (docs/OPERATING.md, "Behaviour a client can rely on": bytes are
 // not rewritten in either direction); gliderlabs still runs the server, host
 // keys, authentication and connection lifecycle.
 
@@ -314,7 +314,7 @@ func (ss *session) noticeLine(msg string) []byte {
 }
 
 // closeCause is why a session ended, carried as a context cause. reason is
-// a close reason of internal/vocab (README.md lists them); msg, when set, is shown to the client.
+// a close reason of internal/vocab (docs/RECORD.md lists them); msg, when set, is shown to the client.
 type closeCause struct {
 	reason string
 	msg    string

@@ -31,7 +31,7 @@ const benchSessionBytes = 512 << 20
 // of any one pass). Each round runs all three one after the other, so a
 // machine shared with other work slows them alike; the metrics are the
 // throughput of each (MB/s of typescript) and the ratios of verify to
-// them. README.md ("Performance of verify") gives the figures and the
+// them. docs/PERFORMANCE.md ("Performance of verify") gives the figures and the
 // command.
 func BenchmarkVerify(b *testing.B) {
 	signer := testutil.NewSigner()

@@ -2,7 +2,7 @@ package examine
 
 // The verifier's output vocabulary: the status of a session, the kind of
 // each anomaly and of each note. These codes are the stable part of
-// `verify --json` (README.md, "verify --json"); messages may be reworded,
+// `verify --json` (docs/RECORD.md, "verify --json"); messages may be reworded,
 // kinds may not. kinds_test.go holds the README's tables to exactly these
 // lists, and every anomaly and note the package reports to one of them.
 

@@ -18,7 +18,7 @@ import (
 // the first table after heading in README.md.
 func readmeCodes(t *testing.T, heading string) []string {
 	var out []string
-	for _, row := range testutil.ReadmeTable(t, "../README.md", heading) {
+	for _, row := range testutil.ReadmeTable(t, "../docs/RECORD.md", heading) {
 		out = append(out, testutil.CodeSpans(row[0])...)
 	}
 	return out

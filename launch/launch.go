@@ -3,7 +3,7 @@
 // The broker allocates the PTY pair (or three pipes for exec without a PTY), keeps
 // the master, and hands only the slave end(s) to a Launcher. The seam carries no
 // PIDs or socket details, so an adapter that starts the shell in another
-// container (launch/agentclient, README.md "The agent adapter") implements it
+// container (launch/agentclient, docs/AGENT.md "The agent adapter") implements it
 // without broker changes. This package is the seam only; the adapters are
 // launch/local and launch/agentclient.
 package launch

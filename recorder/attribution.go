@@ -9,7 +9,7 @@ import (
 // Attribution: which kernel audit session is this session's. The launcher
 // gives the session's login process a loginuid and with it a fresh audit
 // session id (`ses`), which every process it spawns inherits and which the
-// kernel writes into each of their audit records (README.md, "The agent
+// kernel writes into each of their audit records (docs/AGENT.md, "The agent
 // adapter", says what this rests on). The recorder puts it into the chain
 // and hands it to the witnesses that select their evidence by it.
 

@@ -11,7 +11,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/witnessbudget"
 )
 
-// The capture volume's disk states (internal/diskstate; README.md, "Disk
+// The capture volume's disk states (internal/diskstate; docs/OPERATING.md, "Disk
 // states") reach a session's record in three ways: Create refuses a new
 // session while the volume is critical; every transition is a disk record
 // in the chain of each open session (and a session started while the

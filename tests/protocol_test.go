@@ -204,7 +204,7 @@ func testPersistentShellProtocol(t *testing.T, opts ...harnessOption) {
 	}
 }
 
-// checkRecordFiles asserts the capture folder's permissions (README.md, "What
+// checkRecordFiles asserts the capture folder's permissions (docs/RECORD.md, "What
 // a session leaves").
 func checkRecordFiles(tb testing.TB, dir string) {
 	tb.Helper()

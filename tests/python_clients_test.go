@@ -55,7 +55,7 @@ type pythonSummary struct {
 }
 
 // TestPythonClients drives the broker with paramiko and asyncssh, which must
-// work the same way as stock OpenSSH ssh (README.md, "Behaviour a client can
+// work the same way as stock OpenSSH ssh (docs/OPERATING.md, "Behaviour a client can
 // rely on"). Each client, over one connection, runs a PTY shell with a window
 // change and 50 back-to-back delimited commands, and an exec session
 // without a PTY; the record must replay to exactly the bytes it exchanged.

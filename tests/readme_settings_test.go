@@ -32,18 +32,18 @@ func TestReadmeSettingsTable(t *testing.T) {
 		}
 	}
 
-	_, section := readmeSection(t, "## Configuration")
+	_, section := docSection(t, "../docs/OPERATING.md", "## Configuration")
 	var rows []string
 	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z-]+)` \\| `(\\w+)` \\|").FindAllStringSubmatch(section, -1) {
 		rows = append(rows, m[1])
 		if envOf[m[1]] != m[2] {
-			t.Errorf("README row --%s names %s; serve -h says %q", m[1], m[2], envOf[m[1]])
+			t.Errorf("docs/OPERATING.md row --%s names %s; serve -h says %q", m[1], m[2], envOf[m[1]])
 		}
 	}
 	slices.Sort(flags)
 	slices.Sort(rows)
 	if !slices.Equal(flags, rows) {
-		t.Errorf("README settings table lists %v\nserve has %v", rows, flags)
+		t.Errorf("docs/OPERATING.md settings table lists %v\nserve has %v", rows, flags)
 	}
 }
 
@@ -52,7 +52,8 @@ func TestReadmeSettingsTable(t *testing.T) {
 // prints: the README's sections for ls and play quote theirs.
 func TestReadmeListsSubcommands(t *testing.T) {
 	bin := buildCommand(t)
-	readme, section := readmeSection(t, "## Two commands")
+	_, section := docSection(t, "../README.md", "## Two commands")
+	record, _ := docSection(t, "../docs/RECORD.md", "### Listing sessions: ls")
 	for _, name := range subcommandsOf(t, bin) {
 		if !strings.Contains(section, "`"+name+"`") {
 			t.Errorf("README's Two commands section does not name `%s`", name)
@@ -64,28 +65,28 @@ func TestReadmeListsSubcommands(t *testing.T) {
 			t.Fatalf("%s -h: %v", name, err)
 		}
 		synopsis, _, _ := strings.Cut(strings.TrimPrefix(string(help), "usage: "), "\n")
-		if !strings.Contains(readme, "\n"+synopsis+"\n") {
-			t.Errorf("README does not quote %s's synopsis %q", name, synopsis)
+		if !strings.Contains(record, "\n"+synopsis+"\n") {
+			t.Errorf("docs/RECORD.md does not quote %s's synopsis %q", name, synopsis)
 		}
 	}
 }
 
-// readmeSection returns README.md and its section that starts with the
-// heading line, up to the next "## " heading.
-func readmeSection(t *testing.T, heading string) (readme, section string) {
+// docSection returns the document at path and its section that starts
+// with the heading line, up to the next "## " heading.
+func docSection(t *testing.T, path, heading string) (doc, section string) {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme = string(b)
-	i := strings.Index(readme, "\n"+heading+"\n")
+	doc = string(b)
+	i := strings.Index(doc, "\n"+heading+"\n")
 	if i < 0 {
-		t.Fatalf("README.md has no %q section", heading)
+		t.Fatalf("%s has no %q section", path, heading)
 	}
-	section = readme[i+1:]
+	section = doc[i+1:]
 	if j := strings.Index(section[3:], "\n## "); j >= 0 {
 		section = section[:j+3]
 	}
-	return readme, section
+	return doc, section
 }

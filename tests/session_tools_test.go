@@ -19,7 +19,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 )
 
-// Tests of the session tools: `ls` and `play` (README.md, "Listing
+// Tests of the session tools: `ls` and `play` (docs/RECORD.md, "Listing
 // sessions: ls" and "Playing a session: play").
 
 // runSplit runs the built binary with a deadline and returns its stdout,

@@ -18,7 +18,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
-// verifyDoc is verify --json's document (README.md, "verify --json").
+// verifyDoc is verify --json's document (docs/RECORD.md, "verify --json").
 type verifyDoc struct {
 	OK  bool `json:"ok"`
 	Run *struct {
@@ -179,7 +179,7 @@ func TestVerifyLiveSession(t *testing.T) {
 func TestVerifyJSONShape(t *testing.T) {
 	bin, signer, pub, root := verifyFixture(t)
 	dir := recordFinalized(t, root, "run-s", "sess-1", signer)
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/RECORD.md")
 	if err != nil {
 		t.Fatal(err)
 	}

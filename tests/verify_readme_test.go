@@ -19,13 +19,13 @@ import (
 // follows the verify-examples marker.
 func readmeVerifyExamples(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/RECORD.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(b), "<!-- verify-examples: tests/verify_readme_test.go -->\n```sh\n")
 	if !ok {
-		t.Fatal("README.md has no verify-examples block")
+		t.Fatal("docs/RECORD.md has no verify-examples block")
 	}
 	block, _, _ := strings.Cut(after, "```")
 	return strings.Split(strings.TrimSpace(block), "\n")

@@ -375,7 +375,7 @@ func bindClassFlags(e *cliconfig.Flags, c *serveConfig) func() error {
 	e.Int(&rotateMB, "pcap-rotate-mb", "APTL_CAPTURE_PCAP_ROTATE_MB", pcap.DefaultRotateMB, "size of one pcap file, in MiB, before the next one starts")
 	e.Int(&c.pcapLimits.Files, "pcap-files", "APTL_CAPTURE_PCAP_FILES", pcap.DefaultFiles, "pcap files a session keeps; past them packets are counted in a gap record, not stored")
 	e.Bool(&c.pcapHostNetns, "pcap-host-netns", "APTL_CAPTURE_PCAP_HOST_NETNS", "capture packets in the host's initial network namespace too, where they are every process's on the host (by default pcap captures only in a network namespace of serve's own, a lab's)")
-	e.String(&auditRules, "audit-rules", "APTL_CAPTURE_AUDIT_RULES", "", "the lab's audit rules file (auditctl syntax, the subset in README.md), for the audit class")
+	e.String(&auditRules, "audit-rules", "APTL_CAPTURE_AUDIT_RULES", "", "the lab's audit rules file (auditctl syntax, the subset in docs/WITNESSES.md), for the audit class")
 	e.Int(&auditMB, "audit-rotate-mb", "APTL_CAPTURE_AUDIT_ROTATE_MB", audit.DefaultRotateMB, "size of one audit file (a session's, and _audit/audit.log), in MiB, before the next one starts")
 	e.Int(&c.auditLimits.Files, "audit-files", "APTL_CAPTURE_AUDIT_FILES", audit.DefaultFiles, "audit files a session keeps (past them events are counted in a gap record), and rotated _audit/audit.log files kept")
 	return func() error {

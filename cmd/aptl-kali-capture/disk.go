@@ -18,7 +18,7 @@ const diskPollInterval = time.Second
 
 // startDisk reads the capture volume's state from src (statfs of the
 // capture root), logs it with its marks, logs every transition, and
-// polls the volume until stop is called (README.md, "Disk states").
+// polls the volume until stop is called (docs/OPERATING.md, "Disk states").
 func startDisk(cfg *serveConfig, src diskstate.Source, log *slog.Logger) (*diskstate.Monitor, func(), error) {
 	m, err := diskstate.New(src, cfg.disk)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 )
 
-// The capture volume's disk states (internal/diskstate; README.md, "Disk
+// The capture volume's disk states (internal/diskstate; docs/OPERATING.md, "Disk
 // states"): each mark is a percent of the volume's size and a floor in
 // MiB, the larger of the two counting.
 

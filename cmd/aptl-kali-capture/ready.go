@@ -23,7 +23,7 @@ import (
 )
 
 // readyFileName is the readiness file's name in the state directory, its
-// default place (README.md, "Readiness and health"): each instance has its
+// default place (docs/OPERATING.md, "Readiness and health"): each instance has its
 // own state directory, so a second server on the same host neither
 // satisfies nor removes the first one's file, and a server that is not
 // root can write it. Containers may still set --ready-file (the image

@@ -25,7 +25,7 @@ func runVerify(args []string) int {
 	fs := e.FlagSet
 	var keys keyFiles
 	fs.Var(&keys, "key", "trusted sidecar host key: a .pub file or a known_hosts file (repeatable, required)")
-	asJSON := fs.Bool("json", false, "print one JSON document (README.md, \"verify --json\")")
+	asJSON := fs.Bool("json", false, "print one JSON document (docs/RECORD.md, \"verify --json\")")
 	runDir := fs.String("run-dir", "", "a run folder: <root>/<run_id> as serve writes it, or a harvest (kali-side/ and mcp-side/), whose sessions are also reconciled with the tool server's tee")
 	e.SetSynopsis(progName + " verify --key HOST_KEY.pub [--json] (SESSION_DIR... | --run-dir RUN_DIR)")
 	e.SetEpilogue("A SESSION_DIR is the folder that holds pty/ (any name: the ids come from the signed record).\n" +
@@ -76,7 +76,7 @@ func runVerify(args []string) int {
 }
 
 // verifyOutput is what verify prints: with --json, as one JSON document
-// whose schema README.md states ("verify --json"); field names are
+// whose schema docs/RECORD.md states ("verify --json"); field names are
 // lowercase and lists are [] when empty, never null.
 type verifyOutput struct {
 	OK       bool            `json:"ok"` // every session ok, nothing wrong at the run level

@@ -1,7 +1,7 @@
 // Command aptl-launch-agent runs in the workload container, as root there,
 // and starts each recorded session's login shell on the PTY slave the
 // aptl-kali-capture sidecar sends it; the sidecar keeps the master and the
-// recording (README.md, "The agent adapter"). The wire protocol is
+// recording (docs/AGENT.md, "The agent adapter"). The wire protocol is
 // internal/agentwire; the server is package agentd.
 //
 // It is built static (CGO_ENABLED=0) so that one binary runs in any workload

@@ -1,6 +1,6 @@
 // Package agentwire is the wire protocol between the sidecar's "agent" adapter
 // (launch/agentclient, the client) and aptl-launch-agent in the workload
-// (agentd, the server); README.md, "The agent adapter", describes the
+// (agentd, the server); docs/AGENT.md, "The agent adapter", describes the
 // deployment. Every message either side sends or accepts is in this package;
 // who may connect is decided by the peer checks (the sidecar's checkPeer in
 // launch/agentclient/agentpeer_linux.go, the agent's admit in
@@ -60,7 +60,7 @@
 //
 // The instance tells one run of the agent from the next: the sidecar logs
 // every instance it has not seen answer before (a start or a restart of the
-// agent, README.md, "The agent adapter"). It is the agent's word like
+// agent, docs/AGENT.md, "The agent adapter"). It is the agent's word like
 // everything it reports: a program of root's own in its place may claim any.
 //
 // Compatibility: the started body's audit fields and instance, and the
@@ -71,7 +71,7 @@
 // refuses a newer agent's bodies (bytes after the last field, or a
 // probe-ok with a body), so upgrade the sidecar first. The audit ses is
 // the agent's word: the sidecar cannot read the workload's /proc
-// (README.md, "The agent adapter", says what the attribution rests on).
+// (docs/AGENT.md, "The agent adapter", says what the attribution rests on).
 //
 // The agent never receives paths, recorder settings, or requests to chmod,
 // delete or Truncate anything: there is no message that could carry one.

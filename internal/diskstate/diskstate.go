@@ -2,7 +2,7 @@
 // critical, from the free space statfs(2) reports for the capture root,
 // polled about once a second and checked at once when writers say a
 // large write is coming (Note). The states and what they stop are the
-// sidecar's (README.md, "Disk states"): low stops the witnesses from
+// sidecar's (docs/OPERATING.md, "Disk states"): low stops the witnesses from
 // storing, critical also refuses new sessions; the transcript is never
 // stopped by either.
 //

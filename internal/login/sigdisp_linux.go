@@ -23,7 +23,7 @@ func CatchIgnoredSignals() { catchIgnoredSignalsOnce.Do(catchIgnoredSignals) }
 // SIGQUIT set to SIG_IGN (nohup does the same for SIGHUP), and execve(2) keeps
 // that: "signals being caught are reset to default; ignored signals stay
 // ignored" (execve(2), "signal dispositions"; signal(7)). A session shell would
-// then inherit SIG_IGN and ^C would interrupt nothing (README.md, "Behaviour a
+// then inherit SIG_IGN and ^C would interrupt nothing (docs/OPERATING.md, "Behaviour a
 // client can rely on": signals reach the shell). A caught
 // signal is reset to SIG_DFL by execve. os/signal.Notify installs a handler
 // even for SIGHUP and SIGINT that were ignored at start ("it will no longer be

@@ -19,7 +19,7 @@ const sigmaskReexecEnv = "APTL_SIGMASK_REEXEC"
 // with signals blocked. Call it first thing in main.
 //
 // Why: a session process must start with an empty mask (or `kill -INT` of the
-// session does nothing; README.md, "Behaviour a client can rely on"), and
+// session does nothing; docs/OPERATING.md, "Behaviour a client can rely on"), and
 // a Go child inherits the mask of the runtime thread that forks it
 // (runtime.AfterForkInChild restores m.sigmask), which is the mask the agent
 // was started with minus the signals the runtime unblocks for itself. The

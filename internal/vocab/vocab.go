@@ -22,7 +22,7 @@ const SidecarDir = "_sidecar"
 // Format names the integrity log's record format; the open record carries it.
 const Format = "aptl-integrity/1"
 
-// Record types of the integrity log (README.md, "Integrity log and
+// Record types of the integrity log (docs/RECORD.md, "Integrity log and
 // verification").
 const (
 	TypeOpen          = "open"
@@ -42,7 +42,7 @@ const (
 // TypePcapFile is listed with the packet witness's names below, and
 // TypeAuditSession with the audit attribution's.
 
-// RecordTypes lists every record type, in the README's order.
+// RecordTypes lists every record type, in docs/RECORD.md's order.
 var RecordTypes = []string{
 	TypeOpen, TypeData, TypeRequest, TypeResize, TypeAnnotate,
 	TypeEventsDropped, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
@@ -111,14 +111,14 @@ const (
 	CloseLaunchFailed = "launch-failed"
 )
 
-// CloseReasons lists every close reason, in the README's order.
+// CloseReasons lists every close reason, in docs/RECORD.md's order.
 var CloseReasons = []string{
 	CloseShellExited, CloseClientClosed, CloseClientEOF, CloseSidecarShutdown,
 	CloseLauncherLost, CloseIOError, CloseLaunchFailed, CloseDiskFull,
 }
 
 // Provenance headers: the sidecar's own H lines in the timing file, beside
-// script(1)'s (README.md, "Provenance headers"). The open and close records
+// script(1)'s (docs/RECORD.md, "Provenance headers"). The open and close records
 // carry them as attributes of the same names.
 const (
 	HeaderRunID             = "APTL_RUN_ID"
@@ -148,7 +148,7 @@ const (
 // session id was replaced.
 const SuppliedInvalid = "invalid"
 
-// Headers lists every provenance header, in the README's order.
+// Headers lists every provenance header, in docs/RECORD.md's order.
 var Headers = []string{
 	HeaderRunID, HeaderSessionID, HeaderTraceID, HeaderSessionIDSupplied,
 	HeaderLoginUser, HeaderClientKey, HeaderClientAddr, HeaderConn,
@@ -159,7 +159,7 @@ var Headers = []string{
 }
 
 // The packet witness (witness/pcap): <session>/pcap/ holds the session's
-// pcapng files, each bound into the session's chain (README.md, "What a
+// pcapng files, each bound into the session's chain (docs/RECORD.md, "What a
 // session leaves" and "Integrity log and verification").
 const (
 	// ClassPTY and ClassPcap are the classes APTL_CAPTURE_CLASSES selects.
@@ -297,7 +297,7 @@ const (
 	GapAuditBudget  = "audit-budget"
 )
 
-// GapReasons lists every gap reason, in the README's order.
+// GapReasons lists every gap reason, in docs/RECORD.md's order.
 var GapReasons = []string{
 	GapSizeLimit, GapWriteFailed, GapTimingWriteFailed,
 	GapPcapRotation, GapPcapKernelDrops, GapPcapWriteFailed, GapPcapLinkType, GapPcapQueueFull, GapPcapCatchUp,
@@ -324,7 +324,7 @@ const (
 
 // Unattributed sessions (recorder/attribution.go): a session whose
 // processes are not in an audit session of their own gets a record that
-// says so, never silence (README.md, "Unattributed sessions").
+// says so, never silence (docs/AGENT.md, "Unattributed sessions").
 const (
 	// TypeUnattributed is the record; it carries AttrReason (one of the
 	// Unattributed* values) and, for UnattributedNoAuditSession, the
@@ -345,10 +345,10 @@ const (
 )
 
 // UnattributedReasons lists every reason of an unattributed record, in the
-// README's order.
+// docs/RECORD.md's order.
 var UnattributedReasons = []string{UnattributedNoAuditSession, UnattributedAuditUnconfirmed}
 
-// Disk states of the capture volume (internal/diskstate; README.md, "Disk
+// Disk states of the capture volume (internal/diskstate; docs/OPERATING.md, "Disk
 // states"): a disk record in each open session's chain at every
 // transition, and the readiness file's disk key.
 const (

@@ -9,7 +9,7 @@ import (
 )
 
 func readmeTable(t *testing.T, heading string) [][]string {
-	return testutil.ReadmeTable(t, "../../README.md", heading)
+	return testutil.ReadmeTable(t, "../../docs/RECORD.md", heading)
 }
 
 var names = testutil.CodeSpans

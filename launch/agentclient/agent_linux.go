@@ -62,7 +62,7 @@ var (
 
 // Agent is the "agent" adapter: session processes run in the workload,
 // started by aptl-launch-agent, which receives only the PTY slave (or the three
-// pipe ends) over a Unix socket; the master stays with the broker (README.md,
+// pipe ends) over a Unix socket; the master stays with the broker (docs/AGENT.md,
 // "The agent adapter").
 //
 // A known consequence: the slave belongs to the sidecar's devpts instance, so

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The agent's restarts and its replacement (README.md, "Agent restarts"
+// The agent's restarts and its replacement (docs/AGENT.md, "Agent restarts"
 // and "Unattributed sessions"), live: each part stops the workload's
 // supervisor (SIGSTOP) where it needs the agent to stay away, and lets it
 // go again (SIGCONT) before it returns, so the stack is whole for the next.

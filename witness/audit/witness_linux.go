@@ -58,7 +58,7 @@ type witness struct {
 var confirmWithin = 10 * time.Second // tests shorten it
 
 // confirmation is the check that the reported ses is the session's own: a
-// SYSCALL record of ses on the session's terminal (README.md, "Unattributed
+// SYSCALL record of ses on the session's terminal (docs/AGENT.md, "Unattributed
 // sessions"). It runs only where the witness's rules record execve, so that
 // the session's first exec is certain to produce one.
 type confirmation struct {
