@@ -53,7 +53,13 @@ import (
 // loopback from the tool server's address, and is dropped the same way; a
 // segment from any other device costs the filter three instructions.
 //
-// The filter needs no privilege and cannot be changed by another process.
+// The filter cannot be changed by another process. Mainline kernels let
+// any process attach one to its own socket, but this machine's kernel
+// (6.18.44-fc) refuses SO_ATTACH_FILTER with EPERM without CAP_NET_ADMIN,
+// measured with a two-instruction filter: so under NET_RAW alone (the
+// Compose sidecar's set) the listener opens without the guard and Serve
+// logs that it is not installed (docs/ARCHITECTURE.md, "Admission before
+// authentication").
 // Its list follows the interfaces' addresses, reread every
 // guardRefreshEvery; an address added since is not yet a source loopback
 // may carry until then (its SYN is dropped and the client's retry, a second
