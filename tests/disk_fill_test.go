@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -197,19 +196,15 @@ func newFloodLab(t *testing.T, bin string) *floodLab {
 	p := fmt.Sprintf("adf%d", os.Getpid()%100000)
 	lab := &floodLab{bin: bin, side: p + "s", peer: p + "p", peerAddr: "10.233.1.2", listen: "127.0.0.1:2222"}
 	for _, ns := range []string{lab.side, lab.peer} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Skipf("network namespaces are not permitted here: ip netns add %s: %v: %s", ns, err, out)
-		}
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-		floodIP(t, "-n", ns, "link", "set", "lo", "up")
+		testutil.AddNetns(t, ns)
 	}
 	veth := p + "v"
 	lab.peerLink = veth + "p"
-	floodIP(t, "link", "add", veth, "netns", lab.side, "type", "veth", "peer", "name", veth+"p", "netns", lab.peer)
-	floodIP(t, "-n", lab.side, "addr", "add", "10.233.1.1/24", "dev", veth)
-	floodIP(t, "-n", lab.peer, "addr", "add", lab.peerAddr+"/24", "dev", veth+"p")
-	floodIP(t, "-n", lab.side, "link", "set", veth, "up")
-	floodIP(t, "-n", lab.peer, "link", "set", veth+"p", "up")
+	testutil.IP(t, "link", "add", veth, "netns", lab.side, "type", "veth", "peer", "name", veth+"p", "netns", lab.peer)
+	testutil.IP(t, "-n", lab.side, "addr", "add", "10.233.1.1/24", "dev", veth)
+	testutil.IP(t, "-n", lab.peer, "addr", "add", lab.peerAddr+"/24", "dev", veth+"p")
+	testutil.IP(t, "-n", lab.side, "link", "set", veth, "up")
+	testutil.IP(t, "-n", lab.peer, "link", "set", veth+"p", "up")
 
 	// Mounted before the sidecar starts, so its cleanup (registered
 	// later, run earlier) stops the sidecar before the volume goes.
@@ -253,13 +248,6 @@ func newFloodLab(t *testing.T, bin string) *floodLab {
 	return lab
 }
 
-func floodIP(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
 func logTail(s string, n int) string {
 	if len(s) > n {
 		return "..." + s[len(s)-n:]
@@ -284,34 +272,6 @@ func readinessKeys(t *testing.T, path string) map[string]string {
 	return m
 }
 
-// dialInNetns connects to addr from network namespace ns: the socket is made
-// on a thread moved into ns and stays there. The thread is locked and
-// never unlocked, so Go discards it rather than reuse it in ns.
-func dialInNetns(ns, addr string) (net.Conn, error) {
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open("/var/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			done <- result{nil, err}
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			done <- result{nil, fmt.Errorf("setns %s: %w", ns, err)}
-			return
-		}
-		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-		done <- result{c, err}
-	}()
-	r := <-done
-	return r.c, r.err
-}
-
 // login opens an authenticated SSH connection to the sidecar in its
 // namespace, or fails the test.
 func (lab *floodLab) login(t *testing.T) *gossh.Client {
@@ -325,7 +285,11 @@ func (lab *floodLab) login(t *testing.T) *gossh.Client {
 }
 
 func (lab *floodLab) tryLogin() (*gossh.Client, error) {
-	conn, err := dialInNetns(lab.side, lab.listen)
+	var conn net.Conn
+	err := testutil.RunInNetns(lab.side, func() (err error) {
+		conn, err = net.DialTimeout("tcp", lab.listen, 10*time.Second)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

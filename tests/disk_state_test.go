@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,13 +47,7 @@ func TestDiskStatesEndToEnd(t *testing.T) {
 		t.Skip("needs ip (iproute2) to make a network namespace")
 	}
 	ns := fmt.Sprintf("aptldisk%d", os.Getpid()%100000)
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("network namespaces are not permitted here: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up: %v: %s", err, out)
-	}
+	testutil.AddNetns(t, ns)
 	root := testutil.SmallVolume(t, "64m")
 	bin := buildCommand(t)
 	work := t.TempDir()
@@ -261,35 +254,11 @@ func diskFillTo(t *testing.T, root, filler string, pct int64) {
 	}
 }
 
-// diskInNS runs f on a thread in network namespace ns; sockets f makes
-// stay in it. The thread is never unlocked, so Go discards it afterwards.
-func diskInNS(t *testing.T, ns string, f func() error) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open("/var/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		errc <- f()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("in namespace %s: %v", ns, err)
-	}
-}
-
 // diskDial logs in to the sidecar in ns.
 func diskDial(t *testing.T, ns, addr string, signer gossh.Signer) *gossh.Client {
 	t.Helper()
 	var conn net.Conn
-	diskInNS(t, ns, func() (err error) {
+	testutil.InNetns(t, ns, func() (err error) {
 		conn, err = net.DialTimeout("tcp", addr, 5*time.Second)
 		return err
 	})
@@ -308,7 +277,7 @@ func diskDial(t *testing.T, ns, addr string, signer gossh.Signer) *gossh.Client 
 // sidecar's pcap witness captures for its open sessions.
 func diskSendUDP(t *testing.T, ns string, n int) {
 	t.Helper()
-	diskInNS(t, ns, func() error {
+	testutil.InNetns(t, ns, func() error {
 		// Unconnected: no receiver listens, and the port unreachable the
 		// kernel answers must not fail the next datagram.
 		c, err := net.ListenPacket("udp4", "127.0.0.1:0")

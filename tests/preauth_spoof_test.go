@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -61,13 +61,6 @@ func skipUnlessSpoofLab(t *testing.T) {
 	}
 }
 
-func ipCmd(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
 // newSpoofLab makes A and B joined by a veth pair, starts serve in A on
 // 0.0.0.0:2222 (as the Compose deployment does) and waits until it is
 // ready.
@@ -76,14 +69,10 @@ func newSpoofLab(t *testing.T, serveArgs ...string) *spoofLab {
 	bin := buildForLiveTest(t)
 	id := fmt.Sprintf("%d", os.Getpid()%100000)
 	lab := &spoofLab{nsA: "aptl-spoof-a-" + id, nsB: "aptl-spoof-b-" + id, bin: bin}
-	ipCmd(t, "netns", "add", lab.nsA)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", lab.nsA).Run() })
-	ipCmd(t, "netns", "add", lab.nsB)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", lab.nsB).Run() })
-	ipCmd(t, "link", "add", "aspa"+id, "netns", lab.nsA, "type", "veth", "peer", "name", "aspb"+id, "address", spoofClientMAC, "netns", lab.nsB)
+	testutil.AddNetns(t, lab.nsA)
+	testutil.AddNetns(t, lab.nsB)
+	testutil.IP(t, "link", "add", "aspa"+id, "netns", lab.nsA, "type", "veth", "peer", "name", "aspb"+id, "address", spoofClientMAC, "netns", lab.nsB)
 	for _, c := range [][]string{
-		{"-n", lab.nsA, "link", "set", "lo", "up"},
-		{"-n", lab.nsB, "link", "set", "lo", "up"},
 		{"-n", lab.nsA, "addr", "add", spoofServerAddr + "/24", "dev", "aspa" + id},
 		{"-n", lab.nsB, "addr", "add", spoofClientAddr + "/24", "dev", "aspb" + id},
 		{"-n", lab.nsA, "link", "set", "aspa" + id, "up"},
@@ -96,7 +85,7 @@ func newSpoofLab(t *testing.T, serveArgs ...string) *spoofLab {
 		// a burst of SYN-ACKs waiting for ARP would be cut to its queue.
 		{"-n", lab.nsA, "neigh", "replace", spoofClientAddr, "lladdr", spoofClientMAC, "dev", "aspa" + id, "nud", "permanent"},
 	} {
-		ipCmd(t, c...)
+		testutil.IP(t, c...)
 	}
 
 	work := t.TempDir()
@@ -202,32 +191,6 @@ func (lab *spoofLab) health(t *testing.T) error {
 		return fmt.Errorf("%v: %s", err, out)
 	}
 	return nil
-}
-
-// inNetns runs f on an OS thread that has joined the named network
-// namespace; sockets f opens live there, and may be used from any thread
-// afterwards. The thread is discarded when f returns.
-func inNetns(t *testing.T, name string, f func()) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		f()
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("join network namespace %s: %v", name, err)
-	}
 }
 
 // forger completes TCP handshakes from addresses that never sent anything,
@@ -386,16 +349,17 @@ func TestPreauthSpoofedFloodKeepsLogins(t *testing.T) {
 	var control net.Listener
 	var forgeControl, forgeServer *forger
 	accepted := atomic.Int32{}
-	inNetns(t, lab.nsA, func() {
+	testutil.InNetns(t, lab.nsA, func() error {
 		var lc net.ListenConfig
 		lc.SetMultipathTCP(false)
 		var err error
 		if control, err = lc.Listen(context.Background(), "tcp4", spoofServerAddr+":2223"); err != nil {
 			t.Errorf("control listener: %v", err)
-			return
+			return nil
 		}
 		forgeControl = newForger(t, lab.vethA(), dst, 2223)
 		forgeServer = newForger(t, lab.vethA(), dst, spoofPort)
+		return nil
 	})
 	if control == nil {
 		t.FailNow()
@@ -492,10 +456,11 @@ func TestPreauthIdleFloodsKeepLogins(t *testing.T) {
 
 	t.Run("own addresses", func(t *testing.T) {
 		var conns []idleConn
-		inNetns(t, lab.nsA, func() {
+		testutil.InNetns(t, lab.nsA, func() error {
 			for _, src := range []string{"127.0.0.1", "127.0.0.2", "127.3.4.5", spoofServerAddr} {
 				conns = append(conns, idleFrom(t, src, spoofPerSource)...)
 			}
+			return nil
 		})
 		admitted, refused := tally(conns, perSourceReason)
 		t.Logf("idle from A's own addresses: %d admitted, %d refused with the per-source reason", admitted, refused)
@@ -517,7 +482,7 @@ func TestPreauthIdleFloodsKeepLogins(t *testing.T) {
 
 	t.Run("the tool server's address", func(t *testing.T) {
 		var conns []idleConn
-		inNetns(t, lab.nsB, func() { conns = idleFrom(t, spoofClientAddr, spoofPerSource) })
+		testutil.InNetns(t, lab.nsB, func() error { conns = idleFrom(t, spoofClientAddr, spoofPerSource); return nil })
 		if admitted, _ := tally(conns, perSourceReason); admitted != spoofPerSource {
 			t.Fatalf("%d of %d idle connections from B admitted", admitted, spoofPerSource)
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // BenchmarkCaptureVsTcpdump captures the same generated UDP traffic with
@@ -116,7 +118,7 @@ func newBenchLab(b *testing.B) *benchLab {
 	benchRun(b, "ip", "-n", l.peer, "addr", "add", benchSenderAddr+"/24", "dev", p+"vp")
 	benchRun(b, "ip", "-n", l.side, "link", "set", p+"v", "up")
 	benchRun(b, "ip", "-n", l.peer, "link", "set", p+"vp", "up")
-	inNS(b, l.side, func() (err error) {
+	testutil.InNetns(b, l.side, func() (err error) {
 		l.sink, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(benchCaptureAddr), Port: 9})
 		return err
 	})

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
@@ -31,7 +32,7 @@ func (l *benchLab) engineRound(b *testing.B, size, count int) roundResult {
 	defer os.RemoveAll(dir)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var eng *pcap.Engine
-	inNS(b, l.side, func() (err error) {
+	testutil.InNetns(b, l.side, func() (err error) {
 		eng, err = pcap.StartEngine(benchListenPort, log)
 		return err
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/pcapng"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )
 
@@ -112,7 +113,7 @@ func (l *lab) traffic(marker string) {
 // ping sends one ICMP echo from the sidecar's namespace and waits for
 // the reply.
 func (l *lab) ping(addr, payload string) {
-	inNS(l.t, l.side, func() error {
+	testutil.InNetns(l.t, l.side, func() error {
 		c, err := icmp.ListenPacket("ip4:icmp", "0.0.0.0")
 		if err != nil {
 			return err
@@ -141,7 +142,7 @@ func (l *lab) ping(addr, payload string) {
 // sends payload, which the peer reads whole.
 func (l *lab) tcp(peer, addr, payload string) {
 	var ln net.Listener
-	inNS(l.t, peer, func() (err error) {
+	testutil.InNetns(l.t, peer, func() (err error) {
 		ln, err = net.Listen("tcp4", net.JoinHostPort(addr, "0"))
 		return err
 	})
@@ -157,7 +158,7 @@ func (l *lab) tcp(peer, addr, payload string) {
 		b, _ := io.ReadAll(c)
 		got <- string(b)
 	}()
-	inNS(l.t, l.side, func() error {
+	testutil.InNetns(l.t, l.side, func() error {
 		c, err := net.Dial("tcp4", ln.Addr().String())
 		if err != nil {
 			return err

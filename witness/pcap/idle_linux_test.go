@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
@@ -31,7 +32,7 @@ func TestPcapCapturesOnlyWhileASessionIsOpen(t *testing.T) {
 	run(t, "ip", "-n", ns, "link", "set", "lo", "up")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var eng *pcap.Engine
-	inNS(t, ns, func() (err error) {
+	testutil.InNetns(t, ns, func() (err error) {
 		eng, err = pcap.StartEngine(benchListenPort, log)
 		return err
 	})
@@ -43,7 +44,7 @@ func TestPcapCapturesOnlyWhileASessionIsOpen(t *testing.T) {
 	// by every packet socket on its way out and in, so the counts below
 	// are final when send returns.
 	var rx *net.UDPConn
-	inNS(t, ns, func() (err error) {
+	testutil.InNetns(t, ns, func() (err error) {
 		rx, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		return err
 	})
@@ -51,7 +52,7 @@ func TestPcapCapturesOnlyWhileASessionIsOpen(t *testing.T) {
 	const perPhase = 20
 	send := func(phase string) {
 		t.Helper()
-		inNS(t, ns, func() error {
+		testutil.InNetns(t, ns, func() error {
 			c, err := net.DialUDP("udp4", nil, rx.LocalAddr().(*net.UDPAddr))
 			if err != nil {
 				return err

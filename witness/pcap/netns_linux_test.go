@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 )
@@ -184,37 +185,9 @@ func (l *lab) readiness() map[string]string {
 	return m
 }
 
-// inNS runs f on a thread in network namespace ns (the root namespace
-// when ns is ""); sockets f makes stay in it. The thread is locked and
-// never unlocked, so Go discards it afterwards instead of reusing a thread
-// in the wrong namespace.
-func inNS(t testing.TB, ns string, f func() error) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if ns != "" {
-			fd, err := unix.Open("/var/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				errc <- err
-				return
-			}
-			defer unix.Close(fd)
-			if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-				errc <- fmt.Errorf("setns %s: %w", ns, err)
-				return
-			}
-		}
-		errc <- f()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("in namespace %s: %v", ns, err)
-	}
-}
-
 // sendUDP sends payload from ns to addr:port.
 func sendUDP(t *testing.T, ns, addr string, payload string) {
-	inNS(t, ns, func() error {
+	testutil.InNetns(t, ns, func() error {
 		c, err := net.Dial("udp4", net.JoinHostPort(addr, "9999"))
 		if err != nil {
 			return err
@@ -240,7 +213,7 @@ type session struct {
 func (l *lab) open(ns, addr, run, id string) *session {
 	t := l.t
 	var conn net.Conn
-	inNS(t, ns, func() (err error) {
+	testutil.InNetns(t, ns, func() (err error) {
 		conn, err = net.DialTimeout("tcp", addr, 5*time.Second)
 		return err
 	})

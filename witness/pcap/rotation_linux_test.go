@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // TestPcapRotationAndVerify: with 1 MiB files and 3 of them, 5 MiB of
@@ -22,7 +23,7 @@ func TestPcapRotationAndVerify(t *testing.T) {
 	l.root, l.signer, l.hostPub = s.root, s.signer, s.hostPub
 	sess := l.open(l.peers[0], sidecarAddr+":2222", "run1", "rot")
 	payload := "mark-bulk-" + strings.Repeat("x", 1300)
-	inNS(t, l.peers[0], func() error {
+	testutil.InNetns(t, l.peers[0], func() error {
 		for i := 0; i < 4000; i++ { // 4000 frames of ~1.35 KB: about 5.4 MB
 			if err := udpOnce(sidecarAddr, payload); err != nil {
 				return err
