@@ -78,13 +78,22 @@ func (w *oneFileWitnessRun) Close(emit recorder.Emit) (map[string]string, error)
 // session 7 whose audit file holds lines.
 func recordAudit(t *testing.T, lines string) string {
 	t.Helper()
+	return recordWith(t, auditLines(lines), func(s *recorder.Session) error { return s.BindAuditSession(7) })
+}
+
+// recordWith records a finalized session on /dev/pts/3 with the one
+// witness w; bind, when set, runs before its output (an audit binding).
+func recordWith(t *testing.T, w recorder.WitnessSource, bind func(*recorder.Session) error) string {
+	t.Helper()
 	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-1", SessionID: "aud", TTY: "/dev/pts/3"},
-		recorder.Options{Signer: signer(t), Witnesses: []recorder.WitnessSource{auditLines(lines)}})
+		recorder.Options{Signer: signer(t), Witnesses: []recorder.WitnessSource{w}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.BindAuditSession(7); err != nil {
-		t.Fatal(err)
+	if bind != nil {
+		if err := bind(s); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Output([]byte("$ id\r\n")); err != nil {
 		t.Fatal(err)

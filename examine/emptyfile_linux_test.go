@@ -5,7 +5,6 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
 // emptyPcap is the packet witness's file on a volume that refused its
@@ -17,22 +16,6 @@ func emptyPcap(claimed int64) oneFileWitness {
 		stateAttr: vocab.AttrPcap, filesAttr: vocab.AttrPcapFiles, count: claimed}
 }
 
-func recordWith(t *testing.T, w recorder.WitnessSource) string {
-	t.Helper()
-	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-1", SessionID: "empty", TTY: "/dev/pts/3"},
-		recorder.Options{Signer: signer(t), Witnesses: []recorder.WitnessSource{w}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Output([]byte("$ id\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(0); err != nil {
-		t.Fatal(err)
-	}
-	return s.Dir()
-}
-
 // TestEmptyWitnessFileHoldsNothing: a witness file nothing reached (a
 // full volume refused its first write) holds no packets and no records,
 // which is what its record says; an empty file has no header to parse,
@@ -40,13 +23,13 @@ func recordWith(t *testing.T, w recorder.WitnessSource) string {
 func TestEmptyWitnessFileHoldsNothing(t *testing.T) {
 	for _, w := range []oneFileWitness{emptyPcap(0), auditLines("")} {
 		t.Run(w.class, func(t *testing.T) {
-			rep := examine.Verify(recordWith(t, w), trusted(t))
+			rep := examine.Verify(recordWith(t, w, nil), trusted(t))
 			if !rep.OK() || len(rep.Anomalies) > 0 {
 				t.Fatalf("an empty %s file its record counts as empty: OK=%v anomalies %v", w.class, rep.OK(), rep.Anomalies)
 			}
 		})
 	}
-	rep := examine.Verify(recordWith(t, emptyPcap(0)), trusted(t))
+	rep := examine.Verify(recordWith(t, emptyPcap(0), nil), trusted(t))
 	if rep.Pcap == nil || rep.Pcap.Files != 1 || rep.Pcap.Packets != 0 {
 		t.Fatalf("pcap report %+v, want one vouched-for file of 0 packets", rep.Pcap)
 	}
@@ -56,7 +39,7 @@ func TestEmptyWitnessFileHoldsNothing(t *testing.T) {
 // of no bytes is a count mismatch, so the empty case is not a way around
 // the count.
 func TestEmptyWitnessFileClaimedFull(t *testing.T) {
-	rep := examine.Verify(recordWith(t, emptyPcap(3)), trusted(t))
+	rep := examine.Verify(recordWith(t, emptyPcap(3), nil), trusted(t))
 	if rep.OK() {
 		t.Fatal("a record counting 3 packets in an empty file verified OK")
 	}
