@@ -18,17 +18,19 @@ func startedSync(s *Session) *pendingSync {
 	return s.syncing
 }
 
-// recordPastSyncBytes records chunks of chunk until syncBytes are past, and
-// waits for the fsync that must then have started beside the copier.
+// recordPastSyncBytes records chunks of chunk until the fsync that
+// syncBytes start beside the copier has started, and waits for it. It
+// writes nothing after that write: the next write collects the fsync's
+// result, which a test of a failing fsync checks itself.
 func recordPastSyncBytes(t *testing.T, s *Session, chunk []byte) *pendingSync {
 	t.Helper()
-	for n := 0; n <= syncBytes; n += len(chunk) {
+	for n := 0; startedSync(s) == nil; n += len(chunk) {
+		if n > syncBytes {
+			t.Fatalf("no fsync started after %d bytes were recorded (syncBytes %d)", n, syncBytes)
+		}
 		mustOK(t, s.Output(chunk))
 	}
 	ps := startedSync(s)
-	if ps == nil {
-		t.Fatal("no fsync started after syncBytes were recorded")
-	}
 	<-ps.done
 	return ps
 }
