@@ -613,7 +613,13 @@ func (lab *floodLab) checkNewSession(t *testing.T, name, id string) {
 		if res.stdout == "" {
 			// Refused: the client's line and the sidecar's log must say
 			// the disk is why.
-			logged := lab.logLine("session=" + id + " ")
+			// The client may read the refusal before the sidecar's log
+			// line is written: wait for it, bounded.
+			var logged string
+			deadline := time.Now().Add(5 * time.Second)
+			for logged = lab.logLine("session=" + id + " "); logged == "" && time.Now().Before(deadline); logged = lab.logLine("session=" + id + " ") {
+				time.Sleep(20 * time.Millisecond)
+			}
 			t.Logf("the sidecar logged: %s", logged)
 			if !namesDisk(msg) {
 				t.Errorf("a new session on the full volume was refused with %q, which does not name the disk: the refusal must say why (disk, space)", msg)
