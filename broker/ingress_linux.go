@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/aptl/aptl-kali-capture/internal/capability"
 )
 
 // The loopback guard: what the workload cannot forge.
@@ -55,10 +57,15 @@ import (
 //
 // The filter cannot be changed by another process. Mainline kernels let
 // any process attach one to its own socket, but this machine's kernel
-// (6.18.44-fc) refuses SO_ATTACH_FILTER with EPERM without CAP_NET_ADMIN,
-// measured with a two-instruction filter: so under NET_RAW alone (the
-// Compose sidecar's set) the listener opens without the guard and Serve
-// logs that it is not installed (docs/ARCHITECTURE.md, "Admission before
+// (6.18.44-fc) refuses SO_ATTACH_FILTER on a TCP socket with EPERM without
+// CAP_NET_ADMIN (UDP, raw and packet sockets take one under NET_RAW),
+// measured with a two-instruction filter. So the Compose sidecar adds
+// NET_ADMIN, and holds it only for the attach: serve lowers it from the
+// effective set of every thread once the listener is guarded, and
+// attachGuard raises it on one locked thread for the setsockopt
+// (internal/capability). Without NET_ADMIN permitted the listener opens
+// unguarded, never lost for want of the filter, and Serve logs that the
+// guard is not installed (docs/ARCHITECTURE.md, "Admission before
 // authentication").
 // Its list follows the interfaces' addresses, reread every
 // guardRefreshEvery; an address added since is not yet a source loopback
@@ -210,7 +217,15 @@ func attachGuard(fd int, s guardSources) error {
 		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
 	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
+	attach := func() error { return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog) }
+	if capability.Permitted(unix.CAP_NET_ADMIN) {
+		// Held for this call only: serve lowers it once the listener is
+		// guarded (see the comment at the top of this file).
+		err = capability.WithRaised(unix.CAP_NET_ADMIN, attach)
+	} else {
+		err = attach()
+	}
+	if err != nil {
 		return fmt.Errorf("loopback guard: SO_ATTACH_FILTER: %w", err)
 	}
 	return nil
@@ -310,10 +325,10 @@ func Listen(addr string) (net.Listener, error) {
 			return err
 		}
 		if errors.Is(aerr, unix.EPERM) {
-			// Seen under a capability set of NET_RAW alone (the Compose
-			// sidecar's): the listener opens without the guard, and
-			// Serve, which tries again, logs that it is not installed,
-			// so the SSH port is never lost for want of the filter.
+			// Seen without NET_ADMIN on kernels that want it (see the
+			// top of this file): the listener opens without the guard,
+			// and Serve, which tries again, logs that it is not
+			// installed, so the SSH port is never lost for want of it.
 			return nil
 		}
 		return aerr

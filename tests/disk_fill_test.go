@@ -224,8 +224,9 @@ func newFloodLab(t *testing.T, bin string) *floodLab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		lab.srv.Process.Signal(syscall.SIGTERM)
-		lab.srv.Wait()
+		if err := testutil.Stop(lab.srv, testutil.StopGrace); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
 			t.Logf("sidecar log (last 8 kB):\n%s", logTail(lab.logs.String(), 8<<10))
 		}

@@ -63,8 +63,9 @@ func TestDiskStatesEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		srv.Process.Signal(unix.SIGTERM)
-		srv.Wait()
+		if err := testutil.Stop(srv, testutil.StopGrace); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
 			t.Logf("sidecar output:\n%s", logs.String())
 		}

@@ -23,6 +23,19 @@ func buildCommand(t *testing.T) string {
 	return filepath.Join(dir, "aptl-kali-capture")
 }
 
+// buildStatic builds the server as compose/build.sh does for the images:
+// without cgo, which serve needs to change every thread's capabilities.
+func buildStatic(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(goTool(t), "build", "-o", dir+"/", "../cmd/aptl-kali-capture")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build (CGO_ENABLED=0): %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "aptl-kali-capture")
+}
+
 // skipUnlessLive skips a test that builds the programs and logs in with
 // stock OpenSSH where it cannot: in -short mode, or without ssh.
 func skipUnlessLive(t *testing.T) {

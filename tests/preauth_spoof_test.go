@@ -45,6 +45,26 @@ type spoofLab struct {
 	ready    string
 	sshArgs  []string // ssh options that log in from B
 	logs     fmt.Stringer
+	srv      *exec.Cmd
+}
+
+// spoofServer says how the lab's server runs: as root with every
+// capability (a developer's host), or with the Compose sidecar's
+// capabilities, NET_RAW and NET_ADMIN (compose/docker-compose.yml), from a
+// binary built as compose/build.sh builds it (no cgo, so serve can lower
+// NET_ADMIN on every thread). SETUID and SETGID are there for the local
+// adapter, which starts the sessions' shells here; the Compose sidecar
+// uses the agent and has neither.
+type spoofServer struct {
+	name   string
+	static bool
+	wrap   []string
+}
+
+var spoofServers = []spoofServer{
+	{name: "root"},
+	{name: "compose-capabilities", static: true, wrap: []string{"setpriv", "--bounding-set", "-all,+net_raw,+net_admin,+setuid,+setgid",
+		"--inh-caps", "-all", "--no-new-privs", "--"}},
 }
 
 // skipUnlessSpoofLab skips where the lab cannot be made.
@@ -64,9 +84,12 @@ func skipUnlessSpoofLab(t *testing.T) {
 // newSpoofLab makes A and B joined by a veth pair, starts serve in A on
 // 0.0.0.0:2222 (as the Compose deployment does) and waits until it is
 // ready.
-func newSpoofLab(t *testing.T, serveArgs ...string) *spoofLab {
+func newSpoofLab(t *testing.T, how spoofServer, serveArgs ...string) *spoofLab {
 	t.Helper()
 	bin := buildForLiveTest(t)
+	if how.static {
+		bin = buildStatic(t)
+	}
 	id := fmt.Sprintf("%d", os.Getpid()%100000)
 	lab := &spoofLab{nsA: "aptl-spoof-a-" + id, nsB: "aptl-spoof-b-" + id, bin: bin}
 	testutil.AddNetns(t, lab.nsA)
@@ -90,8 +113,10 @@ func newSpoofLab(t *testing.T, serveArgs ...string) *spoofLab {
 
 	work := t.TempDir()
 	lab.ready = filepath.Join(work, "ready")
-	srv := exec.Command("ip", append([]string{"netns", "exec", lab.nsA, bin, "serve", "--listen", fmt.Sprintf("0.0.0.0:%d", spoofPort),
-		"--ready-file", lab.ready}, serveArgs...)...)
+	args := append([]string{"netns", "exec", lab.nsA}, how.wrap...)
+	args = append(args, bin, "serve", "--listen", fmt.Sprintf("0.0.0.0:%d", spoofPort), "--ready-file", lab.ready)
+	srv := exec.Command("ip", append(args, serveArgs...)...)
+	lab.srv = srv
 	srv.Dir = work
 	stdout, err := srv.StdoutPipe()
 	if err != nil {
@@ -341,9 +366,25 @@ func (lab *spoofLab) vethA() string { return "aspa" + strings.TrimPrefix(lab.nsA
 // guard): it completes all 160 handshakes there, so the attack is real on
 // this kernel and the helper works. Against the server it completes none
 // (the loopback guard drops each forged SYN), and every login succeeds.
+//
+// It runs twice: as root, and with the Compose sidecar's capabilities,
+// where the server holds NET_ADMIN only while it attaches the guard; there
+// it must also have lowered it, and keep the guard current when the
+// namespace gains an address (a refresh raises it again).
 func TestPreauthSpoofedFloodKeepsLogins(t *testing.T) {
 	skipUnlessSpoofLab(t)
-	lab := newSpoofLab(t, "--login-grace", "3s")
+	for _, how := range spoofServers {
+		t.Run(how.name, func(t *testing.T) {
+			lab := newSpoofLab(t, how, "--login-grace", "3s")
+			spoofedFlood(t, lab)
+			if how.static {
+				guardCapabilityLowered(t, lab)
+			}
+		})
+	}
+}
+
+func spoofedFlood(t *testing.T, lab *spoofLab) {
 	dst := netip.MustParseAddr(spoofServerAddr)
 
 	var control net.Listener
@@ -452,7 +493,7 @@ func idleFrom(t *testing.T, source string, n int) []idleConn {
 // while the tool server logs in five times in a row and health runs.
 func TestPreauthIdleFloodsKeepLogins(t *testing.T) {
 	skipUnlessSpoofLab(t)
-	lab := newSpoofLab(t)
+	lab := newSpoofLab(t, spoofServers[0])
 
 	t.Run("own addresses", func(t *testing.T) {
 		var conns []idleConn
@@ -502,4 +543,48 @@ func TestPreauthIdleFloodsKeepLogins(t *testing.T) {
 			t.Errorf("%d evictions logged, want 1 (the first login's)", n)
 		}
 	})
+}
+
+// guardCapabilityLowered: the server of the compose-capabilities lab has
+// NET_ADMIN permitted and not effective, says why in its log, and keeps
+// the guard current: an address added to A is a source loopback may carry
+// once the guard has reread the addresses (the attach raises NET_ADMIN),
+// and no refresh failed.
+func guardCapabilityLowered(t *testing.T, lab *spoofLab) {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", lab.srv.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const netAdmin = 1 << unix.CAP_NET_ADMIN
+	caps := map[string]uint64{}
+	for _, line := range strings.Split(string(status), "\n") {
+		if k, v, ok := strings.Cut(line, ":\t"); ok && strings.HasPrefix(k, "Cap") {
+			caps[k], _ = strconv.ParseUint(v, 16, 64)
+		}
+	}
+	if caps["CapEff"]&netAdmin != 0 || caps["CapPrm"]&netAdmin == 0 {
+		t.Errorf("server's CapEff %#x CapPrm %#x: want NET_ADMIN permitted, not effective", caps["CapEff"], caps["CapPrm"])
+	}
+	if logs := lab.logs.String(); !strings.Contains(logs, "NET_ADMIN lowered") || strings.Contains(logs, "loopback guard not installed") {
+		t.Errorf("server log: want \"NET_ADMIN lowered\" and the guard installed:\n%s", logs)
+	}
+	const added = "10.88.9.9"
+	testutil.IP(t, "-n", lab.nsA, "addr", "add", added+"/32", "dev", "lo")
+	dialed := false
+	waitFor(t, 10*time.Second, "a connection from an address added to A (the guard's reread)", func() bool {
+		testutil.InNetns(t, lab.nsA, func() error {
+			d := net.Dialer{Timeout: 500 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: net.ParseIP(added)}}
+			c, err := d.Dial("tcp4", net.JoinHostPort(spoofServerAddr, strconv.Itoa(spoofPort)))
+			if err == nil {
+				c.Close()
+				dialed = true
+			}
+			return nil
+		})
+		return dialed
+	})
+	if logs := lab.logs.String(); strings.Contains(logs, "loopback guard not refreshed") {
+		t.Errorf("a guard refresh failed:\n%s", logs)
+	}
 }

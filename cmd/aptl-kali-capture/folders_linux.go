@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/aptl/aptl-kali-capture/internal/capability"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,7 +61,7 @@ func checkWritableFolder(what, dir string) error {
 func permissionHint(dir string) string {
 	uid, gid := os.Geteuid(), os.Getegid()
 	self := fmt.Sprintf("this server runs as uid %d gid %d", uid, gid)
-	if uid == 0 && !hasEffectiveCap(unix.CAP_DAC_OVERRIDE) {
+	if uid == 0 && !capability.Effective(unix.CAP_DAC_OVERRIDE) {
 		self += " without CAP_DAC_OVERRIDE, so only the folder's owner and mode grant it access"
 	}
 	fi, err := os.Stat(dir)
@@ -75,14 +76,4 @@ func permissionHint(dir string) string {
 		"ran as root for its pcap witness), give the folder and everything in it to uid %d once: chown -R %d:%d on it "+
 		"(compose/README.md, \"Volumes from a uid-10001 sidecar\")",
 		st.Uid, st.Gid, fi.Mode().Perm(), self, st.Uid, uid, uid, gid)
-}
-
-// hasEffectiveCap reports whether this thread holds capability c.
-func hasEffectiveCap(c int) bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
 }

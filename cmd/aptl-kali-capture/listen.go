@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/broker"
+	"github.com/aptl/aptl-kali-capture/internal/capability"
+	"golang.org/x/sys/unix"
 )
 
 // errPortTaken is serve's failure when another process holds the SSH listen
@@ -65,4 +67,21 @@ func listenSSH(cfg *serveConfig, log *slog.Logger) (net.Listener, error) {
 			return nil, fmt.Errorf("listen %s: %w (stopped by %v)", cfg.listen, errPortTaken, sig)
 		}
 	}
+}
+
+// lowerGuardCapability takes NET_ADMIN, where serve has it, out of every
+// thread's effective set once the listener is open: the loopback guard's
+// socket filter is its one use here, and the guard raises it on one
+// locked thread for each attach (broker/ingress_linux.go). The Compose
+// sidecar adds NET_ADMIN for that alone; a binary linked with cgo cannot
+// change every thread's set, and keeps it effective, which the log says.
+func lowerGuardCapability(log *slog.Logger) {
+	if !capability.Effective(unix.CAP_NET_ADMIN) {
+		return
+	}
+	if err := capability.LowerEverywhere(unix.CAP_NET_ADMIN); err != nil {
+		log.Info("NET_ADMIN stays effective", "err", err.Error())
+		return
+	}
+	log.Info("NET_ADMIN lowered: raised only to attach the loopback guard")
 }

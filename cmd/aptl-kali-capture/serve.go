@@ -153,6 +153,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	lowerGuardCapability(log)
 	log.Info("listening", "addr", ln.Addr().String(), "adapter", cfg.launch, "root", cfg.root,
 		"host_key", gossh.FingerprintSHA256(hostKey.PublicKey()))
 	logAlgorithms(log, cfg.algorithms)

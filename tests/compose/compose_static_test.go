@@ -72,7 +72,10 @@ func TestComposeChecksFire(t *testing.T) {
 		{"sidecar with SYS_ADMIN", "not a witness", func(d tree) { appendTo(service(d, "kali-capture"), "cap_add", "SYS_ADMIN") }},
 		{"sidecar with DAC_OVERRIDE", "not a witness", func(d tree) { appendTo(service(d, "kali-capture"), "cap_add", "CAP_DAC_OVERRIDE") }},
 		{"sidecar without NET_RAW", "witness capability NET_RAW not added", func(d tree) {
-			delete(service(d, "kali-capture"), "cap_add")
+			service(d, "kali-capture")["cap_add"] = []any{"NET_ADMIN"}
+		}},
+		{"sidecar without NET_ADMIN", "NET_ADMIN not added (the SSH listener opens without its loopback guard)", func(d tree) {
+			service(d, "kali-capture")["cap_add"] = []any{"NET_RAW"}
 		}},
 		{"sidecar with AUDIT_READ", "AUDIT_READ is inert", func(d tree) { appendTo(service(d, "kali-capture"), "cap_add", "AUDIT_READ") }},
 		{"sidecar with AUDIT_CONTROL", "AUDIT_CONTROL is inert", func(d tree) { appendTo(service(d, "kali-capture"), "cap_add", "CAP_AUDIT_CONTROL") }},

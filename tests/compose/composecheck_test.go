@@ -29,9 +29,24 @@ const (
 // boundary").
 var forbiddenWorkloadCaps = []string{"ALL", "NET_ADMIN", "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "SYS_PACCT", "SYS_ADMIN", "SYS_PTRACE", "SYS_MODULE", "DAC_READ_SEARCH"}
 
-// witnessCaps are all the sidecar may add, and must: NET_RAW opens the pcap
-// engine's packet socket.
-var witnessCaps = []string{"NET_RAW"}
+// sidecarCaps are all the sidecar may add, and must, each with what its
+// absence costs: NET_RAW opens the pcap engine's packet socket; NET_ADMIN
+// lets the SSH listener take its loopback guard on kernels that want it
+// for a TCP socket's filter (broker/ingress_linux.go), and serve lowers it
+// once the filter is attached.
+var sidecarCaps = []struct{ name, without string }{
+	{"NET_RAW", "witness capability NET_RAW not added (its witness runs degraded)"},
+	{"NET_ADMIN", "capability NET_ADMIN not added (the SSH listener opens without its loopback guard)"},
+}
+
+func isSidecarCap(c string) bool {
+	for _, s := range sidecarCaps {
+		if s.name == c {
+			return true
+		}
+	}
+	return false
+}
 
 // inertAuditCaps would do nothing in the sidecar (measured): the kernel
 // multicasts audit records only in the initial network namespace and takes
@@ -187,7 +202,7 @@ func sidecarViolations(s tree) []string {
 	if !containsFold(strList(s, "cap_drop"), "ALL") {
 		v = append(v, "sidecar: cap_drop must be ALL")
 	}
-	v = append(v, witnessCapViolations(strList(s, "cap_add"), str(s["user"]))...)
+	v = append(v, sidecarCapViolations(strList(s, "cap_add"), str(s["user"]))...)
 	v = append(v, healthcheckViolations(s)...)
 	v = append(v, sidecarPortViolations(s)...)
 	v = append(v, sidecarVolumeViolations(s)...)
@@ -283,12 +298,13 @@ func workloadCapViolations(added []string) []string {
 	return v
 }
 
-// witnessCapViolations: the sidecar adds the pcap witness's capability and
-// no other, and runs as uid 0 so that it gets it: Linux gives a
+// sidecarCapViolations: the sidecar adds the pcap witness's and the
+// loopback guard's capabilities and no other, and runs as uid 0 so that it
+// gets them: Linux gives a
 // non-root process no capability from cap_add (measured: uid 1000 with
 // --cap-add NET_RAW has CapEff 0), so a non-root sidecar with cap_add
 // would look witnessed and run degraded. user is "uid[:gid]".
-func witnessCapViolations(added []string, user string) []string {
+func sidecarCapViolations(added []string, user string) []string {
 	var v []string
 	have := map[string]bool{}
 	for _, c := range added {
@@ -296,17 +312,17 @@ func witnessCapViolations(added []string, user string) []string {
 		switch {
 		case containsFold(inertAuditCaps, normCap(c)):
 			v = append(v, "sidecar: capability "+normCap(c)+" is inert in the sidecar's own network and PID namespaces (the audit witness cannot live there)")
-		case !containsFold(witnessCaps, normCap(c)):
-			v = append(v, "sidecar: capability "+normCap(c)+" is not a witness's")
+		case !isSidecarCap(normCap(c)):
+			v = append(v, "sidecar: capability "+normCap(c)+" is not a witness's or the loopback guard's")
 		}
 	}
-	for _, c := range witnessCaps {
-		if !have[c] {
-			v = append(v, "sidecar: witness capability "+c+" not added (its witness runs degraded)")
+	for _, c := range sidecarCaps {
+		if !have[c.name] {
+			v = append(v, "sidecar: "+c.without)
 		}
 	}
 	if uid, _, _ := strings.Cut(user, ":"); uid != "0" {
-		v = append(v, fmt.Sprintf("sidecar: user %q: a non-root process gets no capability from cap_add; run as uid 0 with only the witnesses' capabilities", user))
+		v = append(v, fmt.Sprintf("sidecar: user %q: a non-root process gets no capability from cap_add; run as uid 0 with only the capabilities it needs", user))
 	}
 	return v
 }

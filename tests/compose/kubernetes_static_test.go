@@ -83,7 +83,7 @@ func kubeSidecarViolations(c tree) []string {
 	if !containsFold(strList(caps, "drop"), "ALL") {
 		v = append(v, "sidecar: capabilities must drop ALL")
 	}
-	v = append(v, witnessCapViolations(strList(caps, "add"), str(sc["runAsUser"]))...)
+	v = append(v, sidecarCapViolations(strList(caps, "add"), str(sc["runAsUser"]))...)
 	probe := strings.Join(strList(mapAt(mapAt(c, "readinessProbe"), "exec"), "command"), " ")
 	if !strings.Contains(probe, "aptl-kali-capture health") {
 		v = append(v, "sidecar: missing readiness probe `aptl-kali-capture health` (it gates the Service)")
@@ -233,7 +233,10 @@ func TestKubernetesChecksFire(t *testing.T) {
 			caps["add"] = append(listAt(caps, "add"), "SYS_ADMIN")
 		}},
 		{"sidecar without NET_RAW", "witness capability NET_RAW not added", func(d []tree) {
-			delete(mapAt(mapAt(side(d), "securityContext"), "capabilities"), "add")
+			mapAt(mapAt(side(d), "securityContext"), "capabilities")["add"] = []any{"NET_ADMIN"}
+		}},
+		{"sidecar without NET_ADMIN", "NET_ADMIN not added (the SSH listener opens without its loopback guard)", func(d []tree) {
+			mapAt(mapAt(side(d), "securityContext"), "capabilities")["add"] = []any{"NET_RAW"}
 		}},
 		{"sidecar with AUDIT_READ", "AUDIT_READ is inert", func(d []tree) {
 			caps := mapAt(mapAt(side(d), "securityContext"), "capabilities")

@@ -14,17 +14,25 @@ import (
 
 // Capability bits (linux/capability.h) the live checks look for.
 const (
+	capNetAdmin     = 12
 	capNetRaw       = 13
 	capAuditWrite   = 29
 	capAuditControl = 30
 	capAuditRead    = 37
 )
 
-// witnessCapMask is the sidecar's whole capability set: NET_RAW.
-const witnessCapMask = 1 << capNetRaw
+// sidecarCapMask is the sidecar's whole capability set: NET_RAW for the
+// pcap witness, NET_ADMIN for the loopback guard. The server keeps
+// NET_ADMIN permitted only (serveCapEff); its init, which starts it, holds
+// both.
+const (
+	sidecarCapMask = 1<<capNetRaw | 1<<capNetAdmin
+	serveCapEff    = 1 << capNetRaw
+)
 
-// liveWitnessCaps: the running sidecar holds exactly its witnesses'
-// capabilities and says pcap=ok, auditd=disabled (readiness file and health); the workload's
+// liveWitnessCaps: the running sidecar holds exactly its witnesses' and
+// its guard's capabilities, the server with NET_ADMIN lowered, and says
+// pcap=ok, auditd=disabled (readiness file and health); the workload's
 // bounding set has none of the audit capabilities, and keeps NET_RAW.
 func liveWitnessCaps(t *testing.T, s *liveStack) {
 	out := mustRun(t, 20*time.Second, nil, "docker", "exec", sidecarName, "aptl-kali-capture", "health")
@@ -50,15 +58,24 @@ func liveWitnessCaps(t *testing.T, s *liveStack) {
 	if len(pids) < 2 {
 		t.Errorf("sidecar: init %s has no child (the server)", pid)
 	}
+	servers := 0
 	for _, p := range pids {
 		status, err := os.ReadFile("/proc/" + p + "/status")
 		if err != nil {
 			t.Errorf("sidecar process %s: %v", p, err)
 			continue
 		}
+		isServer := statusLine(string(status), "Name") == "aptl-kali-captu" // comm is cut at 15 bytes
+		if isServer {
+			servers++
+		}
 		for _, field := range []string{"CapEff", "CapPrm", "CapBnd"} {
-			if got := capField(t, string(status), field); got != witnessCapMask {
-				t.Errorf("sidecar process %s: %s %#x, want %#x (NET_RAW only)", p, field, got, witnessCapMask)
+			want := uint64(sidecarCapMask)
+			if field == "CapEff" && isServer {
+				want = serveCapEff
+			}
+			if got := capField(t, string(status), field); got != want {
+				t.Errorf("sidecar process %s (%s): %s %#x, want %#x", p, statusLine(string(status), "Name"), field, got, want)
 			}
 		}
 		if uid := statusLine(string(status), "Uid"); !strings.HasPrefix(uid, "0\t") {
@@ -68,6 +85,16 @@ func liveWitnessCaps(t *testing.T, s *liveStack) {
 		if gid := statusLine(string(status), "Gid"); !strings.HasPrefix(gid, "10001\t") {
 			t.Errorf("sidecar process %s: Gid %q, want 10001", p, gid)
 		}
+	}
+
+	if servers != 1 {
+		t.Errorf("sidecar: %d processes named aptl-kali-capture among %v, want 1", servers, pids)
+	}
+	// The guard is on the published port's listener, and NET_ADMIN was
+	// lowered after it (broker/ingress_linux.go).
+	if logs, _ := run(t, 20*time.Second, nil, "docker", "logs", sidecarName); !strings.Contains(logs, "NET_ADMIN lowered") ||
+		strings.Contains(logs, "loopback guard not installed") || strings.Contains(logs, "loopback guard not refreshed") {
+		t.Errorf("sidecar log: want \"NET_ADMIN lowered\" and no guard error:\n%s", logs)
 	}
 
 	// Inside the workload: the session's own bounding set, and root's effective set.

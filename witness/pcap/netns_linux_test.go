@@ -16,7 +16,6 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	gossh "golang.org/x/crypto/ssh"
-	"golang.org/x/sys/unix"
 )
 
 // The namespace suite: a sidecar (the real binary) serving in a network
@@ -140,8 +139,9 @@ func serve(t *testing.T, ns, addr string, env []string, wrap ...string) *lab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		l.cmd.Process.Signal(unix.SIGTERM)
-		l.cmd.Wait()
+		if err := testutil.Stop(l.cmd, testutil.StopGrace); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
 			t.Logf("sidecar output:\n%s", l.stderr.String())
 		}
