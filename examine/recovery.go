@@ -80,14 +80,39 @@ func (v *verifier) checkRecovery() {
 		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint %s", why)
 		return
 	}
+	// The recovery vouches for the log as it found it: a torn last line
+	// it did not state, or stated otherwise, came after it.
+	if stated, found := statedTorn(rec.Attrs), tornAttrs(v.rep.TornLog); stated != found {
+		v.anomaly(KindRecoveryInvalid, vocab.LogFile, seq, 0, "the recovery record states the log's torn last line as %s; the log ends in %s", stated, found)
+		return
+	}
 	v.anomaly(KindRecovered, vocab.RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s; %s",
 		rec.Time.Format(time.RFC3339), unaccountedStatement(rec.Attrs), v.unsignedStatement(rec.Attrs[AttrUnsignedRecords]))
+}
+
+// statedTorn and tornAttrs put a recovery record's statement of the
+// log's torn last line and the one the verifier found in one form.
+func statedTorn(a map[string]string) string {
+	if a[vocab.AttrLogTornOff] == "" && a[vocab.AttrLogTornLen] == "" && a[vocab.AttrLogTornSHA256] == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%s bytes at offset %s (sha256 %s)", a[vocab.AttrLogTornLen], a[vocab.AttrLogTornOff], a[vocab.AttrLogTornSHA256])
+}
+
+func tornAttrs(t *TornLine) string {
+	if t == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d bytes at offset %d (sha256 %s)", t.Len, t.Off, t.SHA256)
 }
 
 // unaccountedStatement repeats what the recovery found past the log's
 // data records, and which file tails it did not read, and why.
 func unaccountedStatement(a map[string]string) string {
 	var parts []string
+	if stated := statedTorn(a); stated != "none" {
+		parts = append(parts, "the log's last line is a record cut mid-write, "+stated)
+	}
 	if a["unaccounted_len"] != "" {
 		parts = append(parts, fmt.Sprintf("%s typescript bytes from offset %s are not covered by the log (sha256 %s)",
 			a["unaccounted_len"], a["unaccounted_off"], a["unaccounted_sha256"]))

@@ -100,6 +100,14 @@ type Report struct {
 	// (vocab.Unattributed*): its processes are not in an audit session of
 	// their own. Empty when there is none.
 	Unattributed string `json:"unattributed,omitempty"`
+	// TornLog is the log's last line when a crash cut it mid-write: no
+	// newline, after the last whole record, where no close record or
+	// only the close record came before it, and no recorder holds the
+	// log. A write that crosses a page boundary can stop at one when
+	// SIGKILL arrives; the line is not a record, and a cut at a record
+	// boundary would read the same, so it makes the session unfinalized,
+	// not tampered. A recovery statement must state these same bytes.
+	TornLog *TornLine `json:"torn_log,omitempty"`
 	// ChainHead is the hash of the last record that chains, which a
 	// recovery record continues from; not part of the printed report.
 	ChainHead string `json:"-"`
@@ -107,6 +115,14 @@ type Report struct {
 	// the last trusted checkpoint states (0 before any): what lies past
 	// them is bounded (MaxUnsignedTail), for the recovery.
 	SignedTSSize, SignedTMSize int64 `json:"-"`
+}
+
+// TornLine is where a log's torn last line starts, how long it is and its
+// digest.
+type TornLine struct {
+	Off    int64  `json:"offset"`
+	Len    int64  `json:"len"`
+	SHA256 string `json:"sha256"`
 }
 
 // Gap is data the log says was not stored, or not timed, and why; or a
@@ -324,6 +340,10 @@ func (v *verifier) replay(lr *logReader) (complete bool, nLines int) {
 			return false, i + 1
 		case !ln.complete && v.recording && (v.closeRec == nil || int64(i) == v.closeSeq+1):
 			return true, i // being written: the close's checkpoint at the latest
+		case !ln.complete && (v.closeRec == nil || int64(i) == v.closeSeq+1):
+			sum := sha256.Sum256(ln.text)
+			v.rep.TornLog = &TornLine{Off: ln.off, Len: int64(len(ln.text)), SHA256: hex.EncodeToString(sum[:])}
+			return true, i // cut mid-write by a crash (Report.TornLog)
 		case !ln.complete:
 			v.anomaly(KindRecordMalformed, vocab.LogFile, int64(i), ln.off, "truncated record (no newline)")
 			return false, i + 1
@@ -611,13 +631,21 @@ func (v *verifier) checkEnd(nLines int) {
 			v.untrustedCount, strings.Join(v.untrustedSigners, ", "))
 		return
 	}
-	if v.closeRec == nil {
+	// The close record as the last whole record, with no recorder to
+	// write its checkpoint: the sidecar stopped while finalizing, which
+	// reads as any other cut of the log does.
+	closeLast := v.closeRec != nil && !v.recording && int64(nLines) == v.closeSeq+1
+	if v.closeRec == nil || closeLast {
 		if v.recording {
 			return
 		}
+		what := "no close record"
+		if closeLast {
+			what = "the close record is the last whole record and no checkpoint signs it"
+		}
 		v.anomaly(KindUnfinalized, vocab.LogFile, v.rep.LastVerifiedSeq, -1,
-			"unfinalized: no close record, and no recorder holds the log (a sidecar crash, a log that was cut, or a copy taken before the close); %s",
-			v.signedThrough())
+			"unfinalized: %s, and no recorder holds the log (a sidecar crash, a log that was cut, or a copy taken before the close); %s%s",
+			what, v.signedThrough(), v.tornStatement())
 		v.checkRecovery()
 		return
 	}
@@ -651,6 +679,15 @@ func (v *verifier) timingDamaged() bool {
 		}
 	}
 	return false
+}
+
+// tornStatement says where the log's torn last line is, if it has one.
+func (v *verifier) tornStatement() string {
+	t := v.rep.TornLog
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf("; the log ends in %d bytes of a record cut mid-write at offset %d (sha256 %s), not a record", t.Len, t.Off, t.SHA256)
 }
 
 // signedThrough says how far a trusted signature vouches for the log.

@@ -74,6 +74,13 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 	if err := tailAttrs(d, rep, attrs); err != nil {
 		return err
 	}
+	// A line the crash cut mid-write is left as it is and stated, so
+	// that verify can hold the log's end to what the sidecar found.
+	if t := rep.TornLog; t != nil {
+		attrs[vocab.AttrLogTornOff] = strconv.FormatInt(t.Off, 10)
+		attrs[vocab.AttrLogTornLen] = strconv.FormatInt(t.Len, 10)
+		attrs[vocab.AttrLogTornSHA256] = t.SHA256
+	}
 	// The record and its checkpoint are made in memory and the file gets
 	// its name only with both in it (createWhole): its name alone tells
 	// the next start the session was recovered, so a crash mid-recovery

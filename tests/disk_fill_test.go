@@ -66,6 +66,9 @@ var wantPcapDiskGaps = []string{vocab.GapPcapBudget, vocab.GapPcapDiskLow}
 // session's chain.
 const diskRecordType = vocab.TypeDisk
 
+// floodRun is the run id of the flood sessions.
+const floodRun = "diskfill"
+
 // Markers of the flood session's output, built by the shell ($((...)))
 // so that no header quoting the command can match them.
 const (
@@ -190,8 +193,9 @@ type floodLab struct {
 }
 
 // newFloodLab makes the namespaces, mounts the volume and starts `serve`
-// in the sidecar's namespace; everything is undone at cleanup.
-func newFloodLab(t *testing.T, bin string) *floodLab {
+// in the sidecar's namespace, with env added to its settings; everything
+// is undone at cleanup.
+func newFloodLab(t *testing.T, bin string, env ...string) *floodLab {
 	t.Helper()
 	p := fmt.Sprintf("adf%d", os.Getpid()%100000)
 	lab := &floodLab{bin: bin, side: p + "s", peer: p + "p", peerAddr: "10.233.1.2", listen: "127.0.0.1:2222"}
@@ -219,6 +223,7 @@ func newFloodLab(t *testing.T, bin string) *floodLab {
 		// The default floors (256/64/384 MiB) exceed the test's small
 		// volume, which would be low from the start: the percents alone.
 		"APTL_CAPTURE_DISK_LOW_MB=0", "APTL_CAPTURE_DISK_CRITICAL_MB=0", "APTL_CAPTURE_DISK_RESUME_MB=0")
+	lab.srv.Env = append(lab.srv.Env, env...)
 	lab.srv.Stdout, lab.srv.Stderr = lab.logs, lab.logs
 	if err := lab.srv.Start(); err != nil {
 		t.Fatal(err)
@@ -351,7 +356,7 @@ func startFlood(t *testing.T, c *gossh.Client, id, peer string) *floodSession {
 		t.Fatalf("%s: %v", id, err)
 	}
 	t.Cleanup(func() { s.Close() })
-	for k, v := range map[string]string{"APTL_RUN_ID": "diskfill", "APTL_SESSION_ID": id} {
+	for k, v := range map[string]string{"APTL_RUN_ID": floodRun, "APTL_SESSION_ID": id} {
 		if err := s.Setenv(k, v); err != nil {
 			t.Fatalf("%s: setenv %s: %v", id, k, err)
 		}
@@ -406,7 +411,7 @@ func (f *floodSession) wait() floodResult {
 // checkFloodRecord asserts one flood session's outcome and record and
 // returns the bytes of transcript it lost after the flood.
 func checkFloodRecord(t *testing.T, lab *floodLab, r floodResult) int {
-	dir := filepath.Join(lab.root, "diskfill", r.id)
+	dir := filepath.Join(lab.root, floodRun, r.id)
 	want := expectedAfterFlood()
 	reason := waitClosed(t, dir)
 

@@ -235,6 +235,15 @@ const (
 	QueueLimitEngine  = "engine"
 )
 
+// The recovery record's statement of a log whose last line a crash cut
+// mid-write (the examiner's Report.TornLog): where it starts, its length
+// and its digest. Absent when the log ends in a whole record.
+const (
+	AttrLogTornOff    = "log_torn_off"
+	AttrLogTornLen    = "log_torn_len"
+	AttrLogTornSHA256 = "log_torn_sha256"
+)
+
 // The audit witness (witness/audit): <session>/audit/ holds the session's
 // audit records in auditd's log format, in files bound into the session's
 // chain like the pcap files; <root>/_audit/ and <root>/_proc-acct/ hold
