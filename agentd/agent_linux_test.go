@@ -22,6 +22,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
+	"github.com/aptl/aptl-kali-capture/launch/launchtest"
 	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
@@ -181,7 +182,7 @@ func TestAgentResolve(t *testing.T) {
 
 func TestAgentLaunchPipes(t *testing.T) {
 	ta := newTestAgent(t, nil)
-	spec, stdin, stdout, stderr := testutil.PipeSpec(t, "tester", "cat; echo out; echo err >&2; pwd; exit 3")
+	spec, stdin, stdout, stderr := launchtest.PipeSpec(t, "tester", "cat; echo out; echo err >&2; pwd; exit 3")
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("Launch: %v", err)
@@ -192,7 +193,7 @@ func TestAgentLaunchPipes(t *testing.T) {
 	}
 	stdin.Close()
 	gotOut, gotErr := testutil.RecvString(t, "stdout", outCh), testutil.RecvString(t, "stderr", errCh)
-	if e := testutil.WaitExit(t, p); e != (launch.Exit{Code: 3}) {
+	if e := launchtest.WaitExit(t, p); e != (launch.Exit{Code: 3}) {
 		t.Errorf("Exit = %+v, want code 3", e)
 	}
 	if want := "hello\nout\n" + ta.home + "\n"; gotOut != want || gotErr != "err\n" {
@@ -229,7 +230,7 @@ func TestAgentLaunchPTY(t *testing.T) {
 	io.WriteString(master, "echo \"T=$TERM S=$APTL_SESSION_ID A=$0\"; echo CTTY > /dev/tty; exit 4\n")
 	out.Expect(t, "T=xterm-test S=s-7 A=-sh")
 	out.Expect(t, "CTTY\r\n")
-	if e := testutil.WaitExit(t, p); e != (launch.Exit{Code: 4}) {
+	if e := launchtest.WaitExit(t, p); e != (launch.Exit{Code: 4}) {
 		t.Errorf("Exit = %+v, want code 4", e)
 	}
 }
@@ -237,7 +238,7 @@ func TestAgentLaunchPTY(t *testing.T) {
 func TestAgentSignalAndHangup(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	t.Run("signal", func(t *testing.T) {
-		spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo STARTED; exec sleep 30")
+		spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester", "echo STARTED; exec sleep 30")
 		stdin.Close()
 		p, err := ta.agent.Launch(context.Background(), spec)
 		if err != nil {
@@ -250,12 +251,12 @@ func TestAgentSignalAndHangup(t *testing.T) {
 		if err := p.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		if e := testutil.WaitExit(t, p); e.Signal != syscall.SIGTERM {
+		if e := launchtest.WaitExit(t, p); e.Signal != syscall.SIGTERM {
 			t.Errorf("Exit = %+v, want SIGTERM", e)
 		}
 	})
 	t.Run("hangup escalates to kill", func(t *testing.T) {
-		spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "trap '' HUP; echo STARTED; sleep 30")
+		spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester", "trap '' HUP; echo STARTED; sleep 30")
 		stdin.Close()
 		p, err := ta.agent.Launch(context.Background(), spec)
 		if err != nil {
@@ -268,7 +269,7 @@ func TestAgentSignalAndHangup(t *testing.T) {
 		start := time.Now()
 		p.Hangup()
 		p.Hangup() // only the first has an effect
-		if e := testutil.WaitExit(t, p); e.Signal != syscall.SIGKILL {
+		if e := launchtest.WaitExit(t, p); e.Signal != syscall.SIGKILL {
 			t.Errorf("Exit = %+v, want SIGKILL after the grace", e)
 		}
 		if d := time.Since(start); d < launch.HangupGrace {
@@ -305,7 +306,7 @@ func TestAgentRefusesSamePIDNamespace(t *testing.T) {
 		t.Errorf("Probe succeeded, want the connection closed")
 	}
 	base := testutil.OpenFDs(t)
-	spec, stdin, stdout, stderr := testutil.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
+	spec, stdin, stdout, stderr := launchtest.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
 	if _, err := ta.agent.Launch(context.Background(), spec); err == nil {
 		t.Fatalf("Launch succeeded, want the connection closed")
 	}
@@ -325,7 +326,7 @@ func TestAgentRefusesSamePIDNamespace(t *testing.T) {
 // instead of an exit, which the sidecar's Wait turns into ErrAgentLost.
 func TestAgentShutdownLosesSessions(t *testing.T) {
 	ta := newTestAgent(t, nil)
-	spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo STARTED; exec sleep 30")
+	spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester", "echo STARTED; exec sleep 30")
 	stdin.Close()
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
@@ -352,7 +353,7 @@ func TestAgentShutdownLosesSessions(t *testing.T) {
 func TestAgentLogsNoSecrets(t *testing.T) {
 	const canary = "CANARY-agent-5e1f"
 	ta := newTestAgent(t, nil)
-	spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo "+canary)
+	spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester", "echo "+canary)
 	spec.Env = []string{"LC_SECRET=" + canary}
 	stdin.Close()
 	p, err := ta.agent.Launch(context.Background(), spec)
@@ -362,7 +363,7 @@ func TestAgentLogsNoSecrets(t *testing.T) {
 	if got := testutil.RecvString(t, "stdout", testutil.ReadAllAsync(stdout)); got != canary+"\n" {
 		t.Fatalf("stdout %q", got)
 	}
-	testutil.WaitExit(t, p)
+	launchtest.WaitExit(t, p)
 	if logs := ta.logs.String(); strings.Contains(logs, canary) || !strings.Contains(logs, `"session exited"`) {
 		t.Errorf("agent log has the canary, or no exit line: %s", logs)
 	}
@@ -384,14 +385,14 @@ func TestAgentServerRunsAsLoginUser(t *testing.T) {
 	if err := os.WriteFile(ta.srv.groupPath, []byte("extra:x:4242:nobody\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	spec, stdin, stdout, _ := testutil.PipeSpec(t, "nobody", "id -u; id -g; id -G; pwd")
+	spec, stdin, stdout, _ := launchtest.PipeSpec(t, "nobody", "id -u; id -g; id -G; pwd")
 	stdin.Close()
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := testutil.RecvString(t, "stdout", testutil.ReadAllAsync(stdout))
-	testutil.WaitExit(t, p)
+	launchtest.WaitExit(t, p)
 	u, g := strconv.Itoa(nobody.UID), strconv.Itoa(nobody.GID)
 	if want := u + "\n" + g + "\n" + g + " 4242\n/\n"; got != want {
 		t.Errorf("id -u; id -g; id -G; pwd = %q, want %q", got, want)
@@ -401,7 +402,7 @@ func TestAgentServerRunsAsLoginUser(t *testing.T) {
 // TestAgentSessionLimit: past MaxSessions the agent answers busy at once.
 func TestAgentSessionLimit(t *testing.T) {
 	ta := newTestAgent(t, func(c *AgentConfig) { c.MaxSessions = 1 })
-	spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo STARTED; exec sleep 30")
+	spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester", "echo STARTED; exec sleep 30")
 	stdin.Close()
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
@@ -411,12 +412,12 @@ func TestAgentSessionLimit(t *testing.T) {
 	if _, err := io.ReadFull(stdout, buf); err != nil {
 		t.Fatal(err)
 	}
-	spec2, _, _, _ := testutil.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
+	spec2, _, _, _ := launchtest.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
 	if _, err := ta.agent.Launch(context.Background(), spec2); !errors.Is(err, agentclient.ErrAgentRefused) || !strings.Contains(err.Error(), agentwire.CodeBusy) {
 		t.Errorf("second Launch = %v, want refused busy", err)
 	}
 	p.Hangup()
-	if e := testutil.WaitExit(t, p); e.Signal != syscall.SIGHUP {
+	if e := launchtest.WaitExit(t, p); e.Signal != syscall.SIGHUP {
 		t.Errorf("Exit = %+v, want SIGHUP", e)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
+	"github.com/aptl/aptl-kali-capture/launch/launchtest"
 )
 
 // TestAgentRefusesEnvOutsideSet: even the trusted sidecar adapter cannot
@@ -19,7 +20,7 @@ func TestAgentRefusesEnvOutsideSet(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	for _, name := range []string{"LD_PRELOAD", "BASH_ENV", "ENV", "PATH", "LD_LIBRARY_PATH", "HOME", "LCX"} {
 		t.Run(name, func(t *testing.T) {
-			spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
+			spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
 			spec.Env = []string{"LANG=C.UTF-8", name + "=" + canary}
 			stdin.Close()
 			out := testutil.ReadAllAsync(stdout)
@@ -54,7 +55,7 @@ func TestAgentRefusesEnvOutsideSet(t *testing.T) {
 func TestAgentPassesEnvSet(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	env := []string{"APTL_SESSION_ID=s-1", "APTL_RUN_ID=r-1", "APTL_TRACE_ID=t-1", "TERM=vt100", "LANG=C.UTF-8", "LC_ALL=C", "TZ=UTC"}
-	spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester",
+	spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester",
 		`printf '%s|' "$APTL_SESSION_ID" "$APTL_RUN_ID" "$APTL_TRACE_ID" "$TERM" "$LANG" "$LC_ALL" "$TZ"`)
 	spec.Env = env
 	stdin.Close()
@@ -66,5 +67,5 @@ func TestAgentPassesEnvSet(t *testing.T) {
 	if got, want := testutil.RecvString(t, "stdout", out), "s-1|r-1|t-1|vt100|C.UTF-8|C|UTC|"; got != want {
 		t.Errorf("session env %q, want %q", got, want)
 	}
-	testutil.WaitExit(t, p)
+	launchtest.WaitExit(t, p)
 }

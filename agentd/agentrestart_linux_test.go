@@ -14,6 +14,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
+	"github.com/aptl/aptl-kali-capture/launch/launchtest"
 )
 
 // restartClient is the sidecar's adapter for socket with the given wait,
@@ -33,7 +34,7 @@ func restartClient(t *testing.T, socket string, wait time.Duration, logs *testut
 // runTrue launches `true` through a and waits for it.
 func runTrue(t *testing.T, a *agentclient.Agent) error {
 	t.Helper()
-	spec, stdin, stdout, stderr := testutil.PipeSpec(t, "tester", "true")
+	spec, stdin, stdout, stderr := launchtest.PipeSpec(t, "tester", "true")
 	defer stdin.Close()
 	defer stdout.Close()
 	defer stderr.Close()
@@ -41,7 +42,7 @@ func runTrue(t *testing.T, a *agentclient.Agent) error {
 	if err != nil {
 		return err
 	}
-	if e := testutil.WaitExit(t, p); e != (launch.Exit{}) {
+	if e := launchtest.WaitExit(t, p); e != (launch.Exit{}) {
 		t.Errorf("exit %+v, want 0", e)
 	}
 	return nil

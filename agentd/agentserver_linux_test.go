@@ -15,6 +15,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/launchtest"
 )
 
 // serveFake serves one connection of srv on a socketpair and returns the
@@ -311,7 +312,7 @@ func TestAgentRefusesWrongPeerCredentials(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			ta := newTestAgent(t, mutate)
-			spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
+			spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester", "echo SHOULD_NOT_RUN")
 			stdin.Close()
 			out := testutil.ReadAllAsync(stdout)
 			if _, err := ta.agent.Launch(context.Background(), spec); err == nil {

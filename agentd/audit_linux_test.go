@@ -9,6 +9,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/launch/launchtest"
 )
 
 // TestMain makes the test binary host the login trampoline, as
@@ -27,14 +28,14 @@ func TestAgentReportsAuditSession(t *testing.T) {
 		t.Skipf("this test's loginuid is set (%q, %v): its children cannot get a fresh audit session without CAP_AUDIT_CONTROL", b, err)
 	}
 	ta := newTestAgent(t, nil)
-	spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "cat /proc/self/sessionid; echo; cat /proc/self/loginuid; echo")
+	spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester", "cat /proc/self/sessionid; echo; cat /proc/self/loginuid; echo")
 	stdin.Close()
 	p, err := ta.agent.Launch(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Fields(testutil.RecvString(t, "stdout", testutil.ReadAllAsync(stdout)))
-	testutil.WaitExit(t, p)
+	launchtest.WaitExit(t, p)
 	ses, ok := p.AuditSession()
 	if !ok {
 		t.Fatalf("no audit session reported; the agent's log:\n%s", ta.logs.String())

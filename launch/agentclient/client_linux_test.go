@@ -13,6 +13,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/launchtest"
 )
 
 var okStarted = func() []byte {
@@ -127,7 +128,7 @@ func startAgainstFake(t *testing.T, fake func(*testing.T, *net.UnixConn)) (launc
 		}
 		fake(t, agentEnd)
 	}()
-	spec, stdin, stdout, stderr := testutil.PipeSpec(t, "tester", "true")
+	spec, stdin, stdout, stderr := launchtest.PipeSpec(t, "tester", "true")
 	p, err := a.Launch(context.Background(), spec)
 	stdin.Close()
 	stdout.Close()

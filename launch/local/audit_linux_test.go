@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/aptl/aptl-kali-capture/internal/login"
-	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/launch/launchtest"
 )
 
 // TestLocalAuditSession: a session the local adapter starts (through the
@@ -19,7 +19,7 @@ func TestLocalAuditSession(t *testing.T) {
 		t.Skipf("this test's loginuid is set (%q, %v): its children cannot get a fresh audit session", b, err)
 	}
 	l, _ := testLocal(t)
-	spec, stdin, _, _ := testutil.PipeSpec(t, "tester", "read x")
+	spec, stdin, _, _ := launchtest.PipeSpec(t, "tester", "read x")
 	p, err := l.Launch(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func TestLocalAuditSession(t *testing.T) {
 	ses, ok := p.AuditSession()
 	b, rerr := os.ReadFile(fmt.Sprintf("/proc/%d/sessionid", p.(*login.Process).Pid()))
 	stdin.Close()
-	testutil.WaitExit(t, p)
+	launchtest.WaitExit(t, p)
 	if !ok || rerr != nil || strings.TrimSpace(string(b)) != fmt.Sprint(ses) {
 		t.Errorf("AuditSession = %d, %v (note %q); /proc sessionid %q, %v", ses, ok, p.(*login.Process).AuditSessionNote(), b, rerr)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/launchtest"
 )
 
 // launchPTY launches spec on a fresh PTY and returns the process, the slave's
@@ -60,7 +61,7 @@ exit 7`,
 	if got := p.Identity().UID; got != os.Geteuid() {
 		t.Errorf("Identity().UID = %d, want %d", got, os.Geteuid())
 	}
-	e := testutil.WaitExit(t, p)
+	e := launchtest.WaitExit(t, p)
 	text := out.All(t)
 	for _, want := range []string{"STDIN_IS_TTY", "24 80", "CTTY_OK", slaveName, "TERM=xterm-256color"} {
 		if !strings.Contains(text, want) {
@@ -75,7 +76,7 @@ exit 7`,
 func TestLaunchPTYKilledBySignal(t *testing.T) {
 	l, _ := testLocal(t)
 	p, _, _, _ := launchPTY(t, l, launch.Spec{User: "tester", Command: "kill -TERM $$"})
-	e := testutil.WaitExit(t, p)
+	e := launchtest.WaitExit(t, p)
 	if e.Signal != syscall.SIGTERM || e.SignalName() != "TERM" {
 		t.Fatalf("Exit = %+v (name %q), want Signal SIGTERM", e, e.SignalName())
 	}
@@ -94,7 +95,7 @@ func TestProcessSignal(t *testing.T) {
 	if err := p.Signal(syscall.SIGINT); err != nil {
 		t.Fatalf("Signal: %v", err)
 	}
-	if e := testutil.WaitExit(t, p); e.Signal != syscall.SIGINT {
+	if e := launchtest.WaitExit(t, p); e.Signal != syscall.SIGINT {
 		t.Fatalf("Exit = %+v, want Signal SIGINT", e)
 	}
 	if err := p.Signal(syscall.SIGINT); !errors.Is(err, os.ErrProcessDone) {
@@ -114,7 +115,7 @@ func TestProcessHangupInteractiveShell(t *testing.T) {
 	out.Expect(t, "READY\r\n")
 	p.Hangup()
 	// SIGHUP, not the SIGKILL escalation, must end a shell that does not ignore it.
-	if e := testutil.WaitExit(t, p); e.Signal != syscall.SIGHUP {
+	if e := launchtest.WaitExit(t, p); e.Signal != syscall.SIGHUP {
 		t.Fatalf("Exit = %+v, want Signal SIGHUP", e)
 	}
 }
@@ -126,7 +127,7 @@ func TestProcessHangupEscalatesToKill(t *testing.T) {
 	start := time.Now()
 	p.Hangup()
 	p.Hangup() // idempotent
-	e := testutil.WaitExit(t, p)
+	e := launchtest.WaitExit(t, p)
 	if e.Signal != syscall.SIGKILL {
 		t.Fatalf("Exit = %+v, want Signal SIGKILL after the grace", e)
 	}
@@ -153,7 +154,7 @@ func TestProcessSignalRacesWait(t *testing.T) {
 			}
 		}
 	}()
-	if e := testutil.WaitExit(t, p); e != (launch.Exit{}) {
+	if e := launchtest.WaitExit(t, p); e != (launch.Exit{}) {
 		t.Errorf("Exit = %+v, want code 0", e)
 	}
 	select {
@@ -168,7 +169,7 @@ func TestProcessSignalRacesWait(t *testing.T) {
 
 func TestLaunchPipes(t *testing.T) {
 	l, _ := testLocal(t)
-	spec, stdin, stdout, stderr := testutil.PipeSpec(t, "tester", "cat; echo out; echo err >&2; exit 3")
+	spec, stdin, stdout, stderr := launchtest.PipeSpec(t, "tester", "cat; echo out; echo err >&2; exit 3")
 	p, err := l.Launch(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("Launch: %v", err)
@@ -180,7 +181,7 @@ func TestLaunchPipes(t *testing.T) {
 	}
 	stdin.Close() // cat ends only if EOF reaches the child
 	gotOut, gotErr := testutil.RecvString(t, "stdout", outCh), testutil.RecvString(t, "stderr", errCh)
-	if e := testutil.WaitExit(t, p); e != (launch.Exit{Code: 3}) {
+	if e := launchtest.WaitExit(t, p); e != (launch.Exit{Code: 3}) {
 		t.Errorf("Exit = %+v, want code 3", e)
 	}
 	if gotOut != "hello\nout\n" {
@@ -194,7 +195,7 @@ func TestLaunchPipes(t *testing.T) {
 func TestLaunchEnvNoLeak(t *testing.T) {
 	t.Setenv(canaryEnv, "leaked")
 	l, home := testLocal(t)
-	spec, stdin, stdout, _ := testutil.PipeSpec(t, "tester", "env; pwd")
+	spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester", "env; pwd")
 	spec.Env = []string{"APTL_SESSION_ID=s-1"}
 	stdin.Close()
 	p, err := l.Launch(context.Background(), spec)
@@ -203,7 +204,7 @@ func TestLaunchEnvNoLeak(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = p.Signal(syscall.SIGKILL) })
 	got := testutil.RecvString(t, "stdout", testutil.ReadAllAsync(stdout))
-	testutil.WaitExit(t, p)
+	launchtest.WaitExit(t, p)
 	if strings.Contains(got, canaryEnv) {
 		t.Errorf("server env leaked into the child: output has %s", canaryEnv)
 	}
@@ -234,7 +235,7 @@ func TestLocalRunsAsLoginUser(t *testing.T) {
 	l := New()
 	l.passwdPath = testutil.WriteFixture(t, "passwd", fmt.Sprintf("nobody:x:%d:%d::/nonexistent:/bin/sh\n", nobody.UID, nobody.GID))
 	l.groupPath = testutil.WriteFixture(t, "group", fmt.Sprintf("extra:x:%d:root,nobody\n", extraGID))
-	spec, stdin, stdout, _ := testutil.PipeSpec(t, "nobody", "id -u; id -g; id -G; pwd")
+	spec, stdin, stdout, _ := launchtest.PipeSpec(t, "nobody", "id -u; id -g; id -G; pwd")
 	stdin.Close()
 	p, err := l.Launch(context.Background(), spec)
 	if err != nil {
@@ -242,7 +243,7 @@ func TestLocalRunsAsLoginUser(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = p.Signal(syscall.SIGKILL) })
 	got := testutil.RecvString(t, "stdout", testutil.ReadAllAsync(stdout))
-	if e := testutil.WaitExit(t, p); e != (launch.Exit{}) {
+	if e := launchtest.WaitExit(t, p); e != (launch.Exit{}) {
 		t.Fatalf("Exit = %+v; output %q", e, got)
 	}
 	u, g := strconv.Itoa(nobody.UID), strconv.Itoa(nobody.GID)

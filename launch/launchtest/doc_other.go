@@ -1,0 +1,4 @@
+//go:build !linux
+
+// Package launchtest is Linux-only (session_linux.go).
+package launchtest
