@@ -1,3 +1,10 @@
+// Package examine holds the examiner's tools above the session verifier
+// (package evidence): verifying a run folder and reconciling a harvest with
+// the tool server's tee (VerifyRun, reconcile.go, tee.go, rundir.go),
+// asciicast export, session listing (list.go, `ls`), replay and live follow
+// (play.go), and the JSON encoder of every report it prints. Like
+// evidence, it treats every file of a capture folder as hostile, writes
+// nothing into one, and builds on every OS an examiner's laptop runs.
 package examine
 
 import (
@@ -6,6 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 )
 
 // readRunDir lists the folder rel (slash-separated, e.g. "mcp-side/sessions";
@@ -36,7 +45,7 @@ func readRunDir(runDir, rel string) ([]os.DirEntry, error) {
 		case st.Mode().IsRegular():
 			return nil, fmt.Errorf("%s is a regular file, not a folder", path)
 		case !st.IsDir():
-			return nil, fmt.Errorf("%s is %s, not a folder", path, describeMode(st.Mode()))
+			return nil, fmt.Errorf("%s is %s, not a folder", path, safefs.DescribeMode(st.Mode()))
 		}
 	}
 	f, err := os.Open(path)
