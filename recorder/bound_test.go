@@ -8,7 +8,7 @@ import (
 
 // TestCheckpointScheduleWithinExaminerBound keeps the recorder's signing
 // schedule inside what the verifier and the recovery accept as an unsigned
-// tail (examine/unsigned.go): a checkpoint is due every checkpointBytes,
+// tail (evidence/unsigned.go): a checkpoint is due every checkpointBytes,
 // and the record that crosses it (a data record coalesces at most 1 MiB,
 // integrity/chain.go) must still fit. Raising checkpointBytes without the
 // bound would make every crashed session's tail an anomaly.

@@ -189,7 +189,7 @@ func (s *Session) openFiles() error {
 
 // holdLiveLock takes the exclusive flock(2) on the log that tells a
 // verifier, and a restarted sidecar's recovery, that the session is being
-// recorded (examine/live.go). The kernel releases it when the log is
+// recorded (evidence/live.go). The kernel releases it when the log is
 // closed or the process dies, however it dies. It is best effort: a
 // verifier's probe may hold a shared lock for an instant, so a few tries
 // are made, and a file system without flock leaves the session without

@@ -2,7 +2,7 @@
 // every session (engine_linux.go), each session's packets in its own
 // rotated pcapng files (files.go) for exactly its window (tap.go), bound
 // into the session's integrity chain through the recorder's witness hook
-// (recorder/witness.go). The examiner's side is examine/pcap.go.
+// (recorder/witness.go). The examiner's side is evidence/pcap.go.
 package pcap
 
 import (
