@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/evidence"
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -53,7 +54,7 @@ func (w *oneFileWitnessRun) Close(emit recorder.Emit) (map[string]string, error)
 		return nil, err
 	}
 	defer d.Close()
-	f, err := witnessfs.CreateIn(d, w.o.name)
+	f, err := safefs.CreateIn(d, w.o.name, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -240,8 +240,8 @@ func (rr *RunReport) listTees() map[string]string {
 }
 
 // reconcile compares, per stream, the bytes the session in dir recorded as
-// delivered with the tee. Only the records Verify vouched for are used: the
-// bytes of a broken or tampered log are not evidence of anything.
+// delivered with the tee. Only the records evidence.Verify vouched for are
+// used: the bytes of a broken or tampered log are not evidence of anything.
 func (s *SessionReconciliation) reconcile(dir string) {
 	logPath := filepath.Join(dir, vocab.PTYDir, vocab.LogFile)
 	if s.Report.SignedRecords == 0 {

@@ -20,7 +20,7 @@ import (
 // readRunDir lists the folder rel (slash-separated, e.g. "mcp-side/sessions";
 // "" for runDir itself) of a run. runDir is the examiner's choice and is followed;
 // every component of rel must be a real directory: a symbolic link there
-// is refused and named, as links in a session folder are (OpenRegular),
+// is refused and named, as links in a session folder are (safefs.OpenRegular),
 // never followed. The folder is listed through the handle that was
 // checked (os.SameFile), in name order, so a component swapped for a link between the
 // check and the open is refused too.

@@ -101,7 +101,7 @@ type Meta struct {
 // Both ids are validated (ErrInvalidID), reserved run ids refused
 // (ErrReservedRunID) and header names checked before anything touches the
 // disk. The session folder must be new (ErrSessionExists); a run or session
-// folder that is a symlink is refused (ErrUnsafeDir). When Create fails
+// folder that is a symlink is refused (safefs.ErrUnsafeDir). When Create fails
 // after making the session folder (a full disk), it removes it again: no
 // folder is left without an open record.
 func Create(root string, m Meta, opts Options) (*Session, error) {
