@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,12 +60,7 @@ func (s *AgentServer) reapOrphans() {
 			continue
 		}
 		var ws unix.WaitStatus
-		for {
-			_, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-			if err != unix.EINTR {
-				break
-			}
-		}
+		safefs.RetryEINTR2(func() (int, error) { return unix.Wait4(pid, &ws, unix.WNOHANG, nil) })
 	}
 }
 

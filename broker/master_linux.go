@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -293,10 +294,7 @@ func (m *ptyMaster) waitWritable() error {
 				return true
 			}
 			var ready [1]unix.EpollEvent
-			n, err := unix.EpollWait(int(set), ready[:], 0)
-			for err == unix.EINTR {
-				n, err = unix.EpollWait(int(set), ready[:], 0)
-			}
+			n, err := safefs.RetryEINTR2(func() (int, error) { return unix.EpollWait(int(set), ready[:], 0) })
 			if err != nil {
 				ctlErr = os.NewSyscallError("epoll_wait", err)
 				return true

@@ -15,6 +15,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -222,7 +223,7 @@ func (ss *session) createRecord(command, tty string) (*recorder.Session, *slog.L
 			return nil, nil, &userError{msg: fmt.Sprintf("session id %s was already recorded; session ids are single-use", meta.SessionID), cause: err}
 		case errors.Is(err, recorder.ErrSessionExists) && attempt < maxAnonAttempts:
 			continue
-		case errors.Is(err, recorder.ErrUnsafeDir):
+		case errors.Is(err, safefs.ErrUnsafeDir):
 			// Refused rather than followed: a planted symlink would put the
 			// record outside the capture root.
 			return nil, nil, &userError{msg: fmt.Sprintf("the capture folder of run %s is a symlink or not a directory; session not started", ids.run), cause: err}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
@@ -59,7 +60,7 @@ func ExportAsciicast(dir string, w io.Writer, opts CastOptions) error {
 	tsPath := filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile)
 	// Both files are opened as the verifier opens them: regular files
 	// only, no link followed, read no further than their size at open.
-	tmFile, tmSize, err := OpenRegular(dir, vocab.PTYDir+"/"+vocab.TimingFile)
+	tmFile, tmSize, err := safefs.OpenRegular(dir, vocab.PTYDir+"/"+vocab.TimingFile)
 	if err != nil {
 		return fmt.Errorf("examine: export asciicast: %w", err)
 	}
@@ -69,7 +70,7 @@ func ExportAsciicast(dir string, w io.Writer, opts CastOptions) error {
 	if err != nil {
 		return err
 	}
-	ts, tsSize, err := OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile)
+	ts, tsSize, err := safefs.OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile)
 	if err != nil {
 		return fmt.Errorf("examine: export asciicast: %w", err)
 	}

@@ -2,59 +2,16 @@ package examine
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/aptl/aptl-kali-capture/internal/termsafe"
 )
-
-// Escape makes s safe to print on a terminal, as ls and git do with file
-// names: every character that is not printable (C0 and C1 controls, DEL,
-// bidi and other format characters, per strconv.IsPrint) becomes a Go
-// escape (\x1b, \r, \u009b, \u202e), and every byte that is not UTF-8
-// becomes \xNN. Record fields and file names are hostile: without this, a
-// forged record could erase verify's FAIL line and print a fake OK. Every
-// text output of verify, export and recovery goes through it; JSON output
-// goes through NewJSONEncoder instead.
-func Escape(s string) string {
-	if isPlain(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 16)
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case strconv.IsPrint(r):
-			b.WriteString(s[i : i+size])
-		default:
-			q := strconv.QuoteRune(r) // '\x1b', '\u009b'
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += size
-	}
-	return b.String()
-}
-
-// isPlain reports whether s is printable ASCII, which needs no escaping.
-func isPlain(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] >= 0x7f {
-			return false
-		}
-	}
-	return true
-}
 
 // NewJSONEncoder is the encoder of every JSON the examiner prints (verify
 // --json, the asciicast export): encoding/json escapes only C0 controls,
 // so its output goes through termsafe.NewJSONWriter, which escapes DEL,
 // the C1 and bidi controls as \u escapes too (the same value, decoded).
+// Text output goes through termsafe.Escape.
 func NewJSONEncoder(w io.Writer) *json.Encoder {
 	return json.NewEncoder(termsafe.NewJSONWriter(w))
 }

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -175,7 +177,7 @@ func checkRealDir(path string) error {
 	case st.Mode().IsRegular():
 		return fmt.Errorf("%s is a regular file, not a folder", path)
 	case !st.IsDir():
-		return fmt.Errorf("%s is %s, not a folder", path, describeMode(st.Mode()))
+		return fmt.Errorf("%s is %s, not a folder", path, safefs.DescribeMode(st.Mode()))
 	}
 	return nil
 }
@@ -197,7 +199,7 @@ func Summarize(dir, run, session string) Summary {
 		return s
 	}
 	var sum logSummary
-	err := readRecords(sessionFiles{dir: dir}, vocab.LogFile, sum.add)
+	err := evidence.ReadRecords(dir, vocab.LogFile, sum.add)
 	if err == nil {
 		err = sum.err
 	}
@@ -216,7 +218,7 @@ func Summarize(dir, run, session string) Summary {
 		switch {
 		case hasRecovery(dir):
 			s.State = StateRecovered
-		case !Recording(dir):
+		case !evidence.Recording(dir):
 			s.State = StateUnfinalized
 		}
 	}
@@ -233,12 +235,12 @@ type logSummary struct {
 
 // add takes the log's line i. A last line without its newline is a record
 // being written: it is left for the next look.
-func (l *logSummary) add(i int, ln logLine) bool {
-	if !ln.complete {
+func (l *logSummary) add(i int, text []byte, complete bool) bool {
+	if !complete {
 		return false
 	}
 	var r integrity.Record
-	if err := json.Unmarshal(ln.text, &r); err != nil {
+	if err := json.Unmarshal(text, &r); err != nil {
 		l.err = fmt.Errorf("record %d: %w", i, err)
 		return false
 	}
@@ -307,7 +309,7 @@ func attrInt(a map[string]string, name string, def int64) int64 {
 
 // hasRecovery reports whether dir's pty folder holds a recovery file.
 func hasRecovery(dir string) bool {
-	f, _, err := OpenRegular(dir, vocab.PTYDir+"/"+vocab.RecoveryFile)
+	f, _, err := safefs.OpenRegular(dir, vocab.PTYDir+"/"+vocab.RecoveryFile)
 	if err != nil {
 		return false
 	}

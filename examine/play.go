@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
@@ -94,11 +96,11 @@ func openPlayback(dir string, opts PlayOptions) (_ *playback, err error) {
 		return nil, err
 	}
 	if opts.Follow {
-		if p.log, err = openTail(dir, vocab.LogFile, MaxRecordLine); err != nil {
+		if p.log, err = openTail(dir, vocab.LogFile, evidence.MaxRecordLine); err != nil {
 			return nil, err
 		}
 	}
-	if p.ts, p.tsSize, err = OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile); err != nil {
+	if p.ts, p.tsSize, err = safefs.OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -159,7 +161,7 @@ func (p *playback) sessionEnded() (bool, error) {
 	if err != nil || closed {
 		return closed, err
 	}
-	f, _, err := OpenRegular(p.dir, vocab.PTYDir+"/"+vocab.RecoveryFile)
+	f, _, err := safefs.OpenRegular(p.dir, vocab.PTYDir+"/"+vocab.RecoveryFile)
 	if err == nil {
 		f.Close()
 		return true, nil
@@ -272,7 +274,7 @@ type lineTail struct {
 }
 
 func openTail(dir, name string, max int) (*lineTail, error) {
-	f, _, err := OpenRegular(dir, vocab.PTYDir+"/"+name)
+	f, _, err := safefs.OpenRegular(dir, vocab.PTYDir+"/"+name)
 	if err != nil {
 		return nil, err
 	}

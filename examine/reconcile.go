@@ -12,9 +12,9 @@ import (
 	"strconv"
 	"strings"
 
-	gossh "golang.org/x/crypto/ssh"
-
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -24,11 +24,11 @@ import (
 //
 // A run folder as serve writes it:
 //
-//	<root>/<run_id>/<session_id>/              a session directory (Verify)
+//	<root>/<run_id>/<session_id>/              a session directory (evidence.Verify)
 //
 // The lab's harvest layout:
 //
-//	<run-dir>/kali-side/<session_id>/          a session directory (Verify)
+//	<run-dir>/kali-side/<session_id>/          a session directory (evidence.Verify)
 //	<run-dir>/mcp-side/sessions/<session_id>.jsonl
 //	    {"ts": <epoch ms>, "dir": "out"|"err", "b64": "<base64 bytes>"} per line
 //
@@ -36,9 +36,8 @@ import (
 // line (maxTeeLine) whatever the size of the session.
 
 const (
-	kaliSideDir = "kali-side"
-	teeDirPath  = "mcp-side/sessions"
-	teeSuffix   = ".jsonl"
+	teeDirPath = "mcp-side/sessions"
+	teeSuffix  = ".jsonl"
 
 	// maxTeeLine bounds one tee line; the tool server writes a line per
 	// read of the client channel, far below this.
@@ -68,8 +67,8 @@ type RunReport struct {
 	Sessions []*SessionReconciliation `json:"sessions"`
 	// Anomalies are run-level: a tee with no session, an unreadable
 	// directory, an entry that is not a session, sessions of several runs.
-	Anomalies []Anomaly `json:"anomalies"`
-	Notes     []Note    `json:"notes"`
+	Anomalies []evidence.Anomaly `json:"anomalies"`
+	Notes     []evidence.Note    `json:"notes"`
 }
 
 // The two run layouts.
@@ -81,12 +80,12 @@ const (
 // SessionReconciliation is one session of a run: its verification, and
 // how its delivered bytes compare with the tool server's tee.
 type SessionReconciliation struct {
-	SessionID string  `json:"session_id"`
-	Report    *Report `json:"report"` // Verify of the session folder
-	Tee       string  `json:"tee,omitempty"`
+	SessionID string           `json:"session_id"`
+	Report    *evidence.Report `json:"report"` // evidence.Verify of the session folder
+	Tee       string           `json:"tee,omitempty"`
 	// Anomalies are the reconciliation's: malformed tee lines and
 	// divergences; File is the tee or the typescript.
-	Anomalies []Anomaly `json:"anomalies"`
+	Anomalies []evidence.Anomaly `json:"anomalies"`
 }
 
 // OK reports whether every session verified, matched its tee where there
@@ -103,39 +102,31 @@ func (r *RunReport) OK() bool {
 	return true
 }
 
-func (r *RunReport) anomaly(kind Kind, file, format string, args ...any) {
-	r.Anomalies = append(r.Anomalies, Anomaly{Kind: kind, File: file, Seq: -1, Offset: -1, End: -1, Msg: fmt.Sprintf(format, args...)})
+func (r *RunReport) anomaly(kind evidence.Kind, file, format string, args ...any) {
+	r.Anomalies = append(r.Anomalies, evidence.Anomaly{Kind: kind, File: file, Seq: -1, Offset: -1, End: -1, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (s *SessionReconciliation) anomaly(kind Kind, file string, off int64, format string, args ...any) {
-	s.Anomalies = append(s.Anomalies, Anomaly{Kind: kind, File: file, Seq: -1, Offset: off, End: -1, Msg: fmt.Sprintf(format, args...)})
+func (s *SessionReconciliation) anomaly(kind evidence.Kind, file string, off int64, format string, args ...any) {
+	s.Anomalies = append(s.Anomalies, evidence.Anomaly{Kind: kind, File: file, Seq: -1, Offset: off, End: -1, Msg: fmt.Sprintf(format, args...)})
 }
 
-// VerifyRun verifies every session of runDir against trusted keys and,
-// in a harvest, reconciles each one that has a tee with it. A session
-// without a tee is not an anomaly (not every session is teed); a tee
-// without a session is.
-func VerifyRun(runDir string, trusted []gossh.PublicKey) *RunReport {
-	return VerifyRunKeys(runDir, Keys{Trusted: trusted})
-}
-
-// VerifyRunKeys is VerifyRun with revoked keys too (VerifyKeys).
-func VerifyRunKeys(runDir string, keys Keys) *RunReport {
-	return VerifyRunWith(runDir, keys, Options{})
-}
-
-// VerifyRunWith is VerifyRunKeys with options.
-func VerifyRunWith(runDir string, keys Keys, opts Options) *RunReport {
-	rr := &RunReport{RunDir: runDir, Layout: runLayout(runDir), Sessions: []*SessionReconciliation{}, Anomalies: []Anomaly{}, Notes: []Note{}}
+// VerifyRun verifies every session of runDir against the examiner's keys
+// (evidence.Verify with opts, each session by its path: opts.PTY, one
+// session's open folder, is not used) and, in a harvest, reconciles each
+// one that has a tee with it. A session without a tee is not an anomaly
+// (not every session is teed); a tee without a session is.
+func VerifyRun(runDir string, keys evidence.Keys, opts evidence.Options) *RunReport {
+	opts.PTY = nil
+	rr := &RunReport{RunDir: runDir, Layout: runLayout(runDir), Sessions: []*SessionReconciliation{}, Anomalies: []evidence.Anomaly{}, Notes: []evidence.Note{}}
 	tees := map[string]string{}
 	sessionsRel := ""
 	if rr.Layout == LayoutHarvest {
-		tees, sessionsRel = rr.listTees(), kaliSideDir
+		tees, sessionsRel = rr.listTees(), evidence.KaliSideDir
 	}
 	sessions := filepath.Join(runDir, sessionsRel)
 	entries, err := readRunDir(runDir, sessionsRel)
 	if err != nil {
-		rr.anomaly(KindFileUnreadable, sessions, "cannot read the sessions: %v", err)
+		rr.anomaly(evidence.KindFileUnreadable, sessions, "cannot read the sessions: %v", err)
 	}
 	for _, e := range entries {
 		dir := filepath.Join(sessions, e.Name())
@@ -143,15 +134,15 @@ func VerifyRunWith(runDir string, keys Keys, opts Options) *RunReport {
 			continue // a capture root given for a run folder: the sidecar's own folder holds no session
 		}
 		if !e.IsDir() {
-			rr.anomaly(KindNotASession, dir, "not a session directory (symbolic links are not followed)")
+			rr.anomaly(evidence.KindNotASession, dir, "not a session directory (symbolic links are not followed)")
 			continue
 		}
 		if _, err := os.Lstat(filepath.Join(dir, vocab.PTYDir)); errors.Is(err, os.ErrNotExist) {
 			// A capture root given for a run folder lands here for each run.
-			rr.anomaly(KindNotASession, dir, "not a session directory (no %s folder); --run-dir takes a run folder, <root>/<run_id>, or a harvest", vocab.PTYDir)
+			rr.anomaly(evidence.KindNotASession, dir, "not a session directory (no %s folder); --run-dir takes a run folder, <root>/<run_id>, or a harvest", vocab.PTYDir)
 			continue
 		}
-		sr := &SessionReconciliation{SessionID: e.Name(), Report: VerifyWith(dir, keys, opts), Anomalies: []Anomaly{}}
+		sr := &SessionReconciliation{SessionID: e.Name(), Report: evidence.Verify(dir, keys, opts), Anomalies: []evidence.Anomaly{}}
 		// The signed id names the session, and its tee.
 		if sr.Report.SessionID != "" {
 			sr.SessionID = sr.Report.SessionID
@@ -164,7 +155,7 @@ func VerifyRunWith(runDir string, keys Keys, opts Options) *RunReport {
 		rr.Sessions = append(rr.Sessions, sr)
 	}
 	if len(rr.Sessions) == 0 && err == nil {
-		rr.anomaly(KindNoSessions, sessions, "no sessions: nothing was verified")
+		rr.anomaly(evidence.KindNoSessions, sessions, "no sessions: nothing was verified")
 	}
 	rr.checkRunIDs()
 	ids := make([]string, 0, len(tees))
@@ -173,7 +164,7 @@ func VerifyRunWith(runDir string, keys Keys, opts Options) *RunReport {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		rr.anomaly(KindTeeWithoutSession, tees[id], "tee of session %q, which has no Kali-side session", id)
+		rr.anomaly(evidence.KindTeeWithoutSession, tees[id], "tee of session %q, which has no Kali-side session", id)
 	}
 	return rr
 }
@@ -182,7 +173,7 @@ func VerifyRunWith(runDir string, keys Keys, opts Options) *RunReport {
 // is: a link there is reported when it is read) from a run folder as
 // serve writes it.
 func runLayout(runDir string) string {
-	for _, name := range []string{kaliSideDir, "mcp-side"} {
+	for _, name := range []string{evidence.KaliSideDir, "mcp-side"} {
 		if _, err := os.Lstat(filepath.Join(runDir, name)); err == nil {
 			return LayoutHarvest
 		}
@@ -205,11 +196,11 @@ func (rr *RunReport) checkRunIDs() {
 	}
 	for _, s := range rr.Sessions {
 		if id := s.Report.RunID; id != "" && id != rr.RunID {
-			s.anomaly(KindRunMismatch, s.Report.Dir, -1, "session was recorded for run %q, not for run %q as the other sessions here", id, rr.RunID)
+			s.anomaly(evidence.KindRunMismatch, s.Report.Dir, -1, "session was recorded for run %q, not for run %q as the other sessions here", id, rr.RunID)
 		}
 	}
 	if base := filepath.Base(absPath(rr.RunDir)); rr.RunID != "" && base != rr.RunID {
-		rr.Notes = append(rr.Notes, Note{Kind: NoteRunFolderName, Msg: fmt.Sprintf("the sessions are of run %q; the run folder is named %q", rr.RunID, base)})
+		rr.Notes = append(rr.Notes, evidence.Note{Kind: evidence.NoteRunFolderName, Msg: fmt.Sprintf("the sessions are of run %q; the run folder is named %q", rr.RunID, base)})
 	}
 }
 
@@ -229,7 +220,7 @@ func (rr *RunReport) listTees() map[string]string {
 	entries, err := readRunDir(rr.RunDir, teeDirPath)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			rr.anomaly(KindFileUnreadable, dir, "cannot read the tool server's tees: %v", err)
+			rr.anomaly(evidence.KindFileUnreadable, dir, "cannot read the tool server's tees: %v", err)
 		}
 		return tees
 	}
@@ -240,7 +231,7 @@ func (rr *RunReport) listTees() map[string]string {
 		}
 		path := filepath.Join(dir, e.Name())
 		if !e.Type().IsRegular() {
-			rr.anomaly(KindFileUnreadable, path, "tee is not a regular file (symbolic links are not followed)")
+			rr.anomaly(evidence.KindFileUnreadable, path, "tee is not a regular file (symbolic links are not followed)")
 			continue
 		}
 		tees[id] = path
@@ -249,29 +240,29 @@ func (rr *RunReport) listTees() map[string]string {
 }
 
 // reconcile compares, per stream, the bytes the session in dir recorded as
-// delivered with the tee. Only the records Verify vouched for are used: the
-// bytes of a broken or tampered log are not evidence of anything.
+// delivered with the tee. Only the records evidence.Verify vouched for are
+// used: the bytes of a broken or tampered log are not evidence of anything.
 func (s *SessionReconciliation) reconcile(dir string) {
 	logPath := filepath.Join(dir, vocab.PTYDir, vocab.LogFile)
 	if s.Report.SignedRecords == 0 {
-		s.anomaly(KindNotReconciled, s.Tee, -1, "not reconciled: no record of the session's integrity log is covered by a trusted signature")
+		s.anomaly(evidence.KindNotReconciled, s.Tee, -1, "not reconciled: no record of the session's integrity log is covered by a trusted signature")
 		return
 	}
 	for _, a := range s.Report.Anomalies {
 		if a.File == vocab.TypescriptFile {
-			s.anomaly(KindNotReconciled, s.Tee, -1, "not reconciled: the typescript differs from its records (the session's anomalies say where), so its bytes are no evidence of delivery")
+			s.anomaly(evidence.KindNotReconciled, s.Tee, -1, "not reconciled: the typescript differs from its records (the session's anomalies say where), so its bytes are no evidence of delivery")
 			return
 		}
 	}
-	recs, err := verifiedRecords(dir, s.Report.SignedRecords)
+	recs, err := evidence.VerifiedRecords(dir, s.Report.SignedRecords)
 	if err != nil {
-		s.anomaly(KindNotReconciled, logPath, -1, "not reconciled: %v", err)
+		s.anomaly(evidence.KindNotReconciled, logPath, -1, "not reconciled: %v", err)
 		return
 	}
 	tsPath := filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile)
-	ts, _, err := OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile)
+	ts, _, err := safefs.OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile)
 	if err != nil {
-		s.anomaly(KindNotReconciled, tsPath, -1, "not reconciled: %v", err)
+		s.anomaly(evidence.KindNotReconciled, tsPath, -1, "not reconciled: %v", err)
 		return
 	}
 	defer ts.Close()
@@ -282,12 +273,12 @@ func (s *SessionReconciliation) reconcile(dir string) {
 	for _, st := range teeStreams {
 		limit, seq, err := delivered(recs, st.delivered)
 		if err != nil {
-			s.Anomalies = append(s.Anomalies, Anomaly{Kind: KindRecordMalformed, File: logPath, Seq: seq, Offset: -1, End: -1,
+			s.Anomalies = append(s.Anomalies, evidence.Anomaly{Kind: evidence.KindRecordMalformed, File: logPath, Seq: seq, Offset: -1, End: -1,
 				Msg: fmt.Sprintf("%v; comparing every recorded byte of the %s stream", err, st.dir)})
 		}
 		segs, sideLen := sideSegments(recs, st.stream, limit)
 		if limit > sideLen {
-			s.Anomalies = append(s.Anomalies, Anomaly{Kind: KindCountMismatch, File: logPath, Seq: seq, Offset: -1, End: -1,
+			s.Anomalies = append(s.Anomalies, evidence.Anomaly{Kind: evidence.KindCountMismatch, File: logPath, Seq: seq, Offset: -1, End: -1,
 				Msg: fmt.Sprintf("%s stream: the close record counts %d bytes delivered, only %d were recorded", st.dir, limit, sideLen)})
 		}
 		c := &streamCompare{s: s, ts: ts, tsPath: tsPath, dir: st.dir, segs: segs, sideLen: sideLen, teeLen: teeLens[st.dir]}
@@ -357,7 +348,7 @@ func sideSegments(recs []integrity.Record, stream string, limit int64) ([]segmen
 func (s *SessionReconciliation) scanTee() (map[string]int64, bool) {
 	t, err := openTee(s.Tee, "")
 	if err != nil {
-		s.anomaly(KindFileUnreadable, s.Tee, -1, "cannot read the tee: %v", err)
+		s.anomaly(evidence.KindFileUnreadable, s.Tee, -1, "cannot read the tee: %v", err)
 		return nil, false
 	}
 	defer t.Close()
@@ -369,15 +360,15 @@ func (s *SessionReconciliation) scanTee() (map[string]int64, bool) {
 		switch {
 		case err == io.EOF:
 			if bad > maxTeeLineReports {
-				s.anomaly(KindTeeMalformed, s.Tee, -1, "%d more malformed lines", bad-maxTeeLineReports)
+				s.anomaly(evidence.KindTeeMalformed, s.Tee, -1, "%d more malformed lines", bad-maxTeeLineReports)
 			}
 			return lens, true
 		case errors.As(err, &le):
 			if bad++; bad <= maxTeeLineReports {
-				s.anomaly(KindTeeMalformed, s.Tee, le.off, "line %d: malformed tee line: %s", le.line, le.msg)
+				s.anomaly(evidence.KindTeeMalformed, s.Tee, le.off, "line %d: malformed tee line: %s", le.line, le.msg)
 			}
 		case err != nil:
-			s.anomaly(KindFileUnreadable, s.Tee, -1, "cannot read the tee: %v", err)
+			s.anomaly(evidence.KindFileUnreadable, s.Tee, -1, "cannot read the tee: %v", err)
 			return nil, false
 		default:
 			lens[dir] += int64(len(data))
@@ -412,7 +403,7 @@ var (
 func (c *streamCompare) run() {
 	tee, err := openTee(c.s.Tee, c.dir)
 	if err != nil {
-		c.s.anomaly(KindFileUnreadable, c.s.Tee, -1, "cannot read the tee: %v", err)
+		c.s.anomaly(evidence.KindFileUnreadable, c.s.Tee, -1, "cannot read the tee: %v", err)
 		return
 	}
 	defer tee.Close()
@@ -427,10 +418,10 @@ func (c *streamCompare) run() {
 		case errors.Is(err, errReported):
 			return
 		case errors.Is(err, errTSShort):
-			c.s.anomaly(KindFileTruncated, c.tsPath, sg.off+same, "%s stream: %v", c.dir, err)
+			c.s.anomaly(evidence.KindFileTruncated, c.tsPath, sg.off+same, "%s stream: %v", c.dir, err)
 			return
 		case err != nil:
-			c.s.anomaly(KindFileUnreadable, c.s.Tee, -1, "%s stream: %v", c.dir, err)
+			c.s.anomaly(evidence.KindFileUnreadable, c.s.Tee, -1, "%s stream: %v", c.dir, err)
 			return
 		case same < sg.len:
 			c.diverged(pos + same)
@@ -455,10 +446,10 @@ func (c *streamCompare) checkUnstored(tee io.Reader, sg segment, pos int64) (int
 	switch {
 	case n < sg.len:
 	case sg.sha == "":
-		c.s.anomaly(KindNotReconciled, c.s.Tee, pos, "%s stream: tee bytes %d..%d cannot be checked: the sidecar did not store them and delivered only part of what their digest covers",
+		c.s.anomaly(evidence.KindNotReconciled, c.s.Tee, pos, "%s stream: tee bytes %d..%d cannot be checked: the sidecar did not store them and delivered only part of what their digest covers",
 			c.dir, pos, pos+sg.len)
 	case hex.EncodeToString(h.Sum(nil)) != sg.sha:
-		c.s.anomaly(KindTeeMismatch, c.s.Tee, pos, "%s stream: tee bytes %d..%d differ from the digest of the bytes the sidecar counted but did not store",
+		c.s.anomaly(evidence.KindTeeMismatch, c.s.Tee, pos, "%s stream: tee bytes %d..%d differ from the digest of the bytes the sidecar counted but did not store",
 			c.dir, pos, pos+sg.len)
 		return n, errReported
 	}
@@ -516,7 +507,7 @@ func (c *streamCompare) diverged(n int64) {
 	if line, _ := c.teeAt(n); line > 0 {
 		msg += fmt.Sprintf("; the tee's byte %d is on its line %d", n, line)
 	}
-	c.s.anomaly(KindTeeMismatch, c.s.Tee, n, "%s stream: %s", c.dir, msg)
+	c.s.anomaly(evidence.KindTeeMismatch, c.s.Tee, n, "%s stream: %s", c.dir, msg)
 }
 
 // teeAt returns the tee's stream byte n and the line it is on; line 0 when

@@ -17,6 +17,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
@@ -222,7 +223,7 @@ func TestReconcileRun(t *testing.T) {
 // (want "": nothing).
 func reconcileAndCheck(t *testing.T, runDir, id, tee, want string, off int64) *examine.SessionReconciliation {
 	t.Helper()
-	rr := examine.VerifyRun(runDir, trusted(t))
+	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
 	sr := oneSession(t, rr, id)
 	if !sr.Report.OK() {
 		t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
@@ -344,7 +345,7 @@ func TestReconcileMalformedTee(t *testing.T) {
 		good(out[30:]),
 	}
 	tee := writeTeeText(t, runDir, spec.id, strings.Join(lines, ""))
-	rr := examine.VerifyRun(runDir, trusted(t))
+	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
 	sr := oneSession(t, rr, spec.id)
 	if rr.OK() {
 		t.Error("run with a malformed tee reported OK")
@@ -375,7 +376,7 @@ func TestReconcileRunLayout(t *testing.T) {
 		t.Fatal(err) // not a tee: no .jsonl suffix
 	}
 
-	rr := examine.VerifyRun(runDir, trusted(t))
+	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
 	if rr.OK() {
 		t.Error("run with an orphan tee reported OK")
 	}
@@ -395,10 +396,10 @@ func TestReconcileRunLayout(t *testing.T) {
 	}
 
 	os.Remove(orphan)
-	if rr := examine.VerifyRun(runDir, trusted(t)); !rr.OK() {
+	if rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{}); !rr.OK() {
 		t.Errorf("without the orphan: not OK: %v", rr.Anomalies)
 	}
-	if rr := examine.VerifyRun(t.TempDir(), trusted(t)); rr.OK() || len(rr.Anomalies) != 1 {
+	if rr := examine.VerifyRun(t.TempDir(), evidence.Keys{Trusted: trusted(t)}, evidence.Options{}); rr.OK() || len(rr.Anomalies) != 1 {
 		t.Errorf("empty run dir: OK %v, anomalies %v; want the missing kali-side reported", rr.OK(), rr.Anomalies)
 	}
 }
@@ -419,7 +420,7 @@ func TestReconcileTamperedSession(t *testing.T) {
 	if err := os.WriteFile(ts, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rr := examine.VerifyRun(runDir, trusted(t))
+	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
 	sr := oneSession(t, rr, "sess-1")
 	if rr.OK() || sr.Report.OK() {
 		t.Fatal("tampered session reported OK")
@@ -484,8 +485,8 @@ func TestReconcileSessionFromAnotherRun(t *testing.T) {
 	if err := os.Rename(runDir, renamed); err != nil {
 		t.Fatal(err)
 	}
-	rr := examine.VerifyRun(renamed, trusted(t))
-	if !rr.OK() || rr.RunID != "run-1" || len(rr.Notes) != 1 || rr.Notes[0].Kind != examine.NoteRunFolderName {
+	rr := examine.VerifyRun(renamed, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	if !rr.OK() || rr.RunID != "run-1" || len(rr.Notes) != 1 || rr.Notes[0].Kind != evidence.NoteRunFolderName {
 		t.Errorf("renamed run folder: OK %v, run %q, notes %v, anomalies %v; want OK with a run-folder-name note", rr.OK(), rr.RunID, rr.Notes, rr.Anomalies)
 	}
 
@@ -499,12 +500,12 @@ func TestReconcileSessionFromAnotherRun(t *testing.T) {
 	if err := os.Rename(s.Dir(), filepath.Join(renamed, "kali-side", "sess-3")); err != nil {
 		t.Fatal(err)
 	}
-	rr = examine.VerifyRun(renamed, trusted(t))
+	rr = examine.VerifyRun(renamed, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
 	if len(rr.Sessions) != 3 {
 		t.Fatalf("sessions: %d, want 3", len(rr.Sessions))
 	}
 	moved := rr.Sessions[2]
-	if rr.OK() || len(moved.Anomalies) != 1 || moved.Anomalies[0].Kind != examine.KindRunMismatch || !strings.Contains(moved.Anomalies[0].Msg, `recorded for run "run-2"`) {
+	if rr.OK() || len(moved.Anomalies) != 1 || moved.Anomalies[0].Kind != evidence.KindRunMismatch || !strings.Contains(moved.Anomalies[0].Msg, `recorded for run "run-2"`) {
 		t.Errorf("a session of run-2 passed as part of run-1: %v", moved.Anomalies)
 	}
 }
@@ -527,12 +528,12 @@ func TestVerifyRunServeLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rr := examine.VerifyRun(filepath.Join(root, "run-1"), trusted(t))
+	rr := examine.VerifyRun(filepath.Join(root, "run-1"), evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
 	if !rr.OK() || rr.Layout != examine.LayoutServe || rr.RunID != "run-1" || len(rr.Sessions) != 2 || len(rr.Notes) != 0 {
 		t.Errorf("serve layout: OK %v, layout %q, run %q, %d sessions, anomalies %v, notes %v", rr.OK(), rr.Layout, rr.RunID, len(rr.Sessions), rr.Anomalies, rr.Notes)
 	}
-	rr = examine.VerifyRun(root, trusted(t))
-	if rr.OK() || len(rr.Anomalies) != 2 || rr.Anomalies[0].Kind != examine.KindNotASession || rr.Anomalies[1].Kind != examine.KindNoSessions || !strings.Contains(rr.Anomalies[0].Msg, "run folder") {
+	rr = examine.VerifyRun(root, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	if rr.OK() || len(rr.Anomalies) != 2 || rr.Anomalies[0].Kind != evidence.KindNotASession || rr.Anomalies[1].Kind != evidence.KindNoSessions || !strings.Contains(rr.Anomalies[0].Msg, "run folder") {
 		t.Errorf("the capture root: OK %v, anomalies %v", rr.OK(), rr.Anomalies)
 	}
 }

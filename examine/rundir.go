@@ -1,3 +1,10 @@
+// Package examine holds the examiner's tools above the session verifier
+// (package evidence): verifying a run folder and reconciling a harvest with
+// the tool server's tee (VerifyRun, reconcile.go, tee.go, rundir.go),
+// asciicast export, session listing (list.go, `ls`), replay and live follow
+// (play.go), and the JSON encoder of every report it prints. Like
+// evidence, it treats every file of a capture folder as hostile, writes
+// nothing into one, and builds on every OS an examiner's laptop runs.
 package examine
 
 import (
@@ -6,12 +13,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 )
 
 // readRunDir lists the folder rel (slash-separated, e.g. "mcp-side/sessions";
 // "" for runDir itself) of a run. runDir is the examiner's choice and is followed;
 // every component of rel must be a real directory: a symbolic link there
-// is refused and named, as links in a session folder are (OpenRegular),
+// is refused and named, as links in a session folder are (safefs.OpenRegular),
 // never followed. The folder is listed through the handle that was
 // checked (os.SameFile), in name order, so a component swapped for a link between the
 // check and the open is refused too.
@@ -36,7 +45,7 @@ func readRunDir(runDir, rel string) ([]os.DirEntry, error) {
 		case st.Mode().IsRegular():
 			return nil, fmt.Errorf("%s is a regular file, not a folder", path)
 		case !st.IsDir():
-			return nil, fmt.Errorf("%s is %s, not a folder", path, describeMode(st.Mode()))
+			return nil, fmt.Errorf("%s is %s, not a folder", path, safefs.DescribeMode(st.Mode()))
 		}
 	}
 	f, err := os.Open(path)

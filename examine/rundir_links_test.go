@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/examine"
 )
 
@@ -35,7 +36,7 @@ func TestVerifyRunReportsLinkedFolders(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rr := examine.VerifyRun(runDir, trusted(t))
+			rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
 			path := filepath.Join(runDir, linked)
 			var found bool
 			for _, a := range rr.Anomalies {

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 )
 
 // The tool server's tee: one JSON line per chunk its client received,
@@ -42,7 +44,7 @@ type teeStream struct {
 // (OpenRegular: not through a link, not a pipe), reading no further than
 // its size at open.
 func openTee(path, dir string) (*teeStream, error) {
-	f, size, err := OpenRegular(filepath.Dir(path), filepath.Base(path))
+	f, size, err := safefs.OpenRegular(filepath.Dir(path), filepath.Base(path))
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,7 @@
 // Package integrity is the hash chain of a session's evidence: an
 // append-only log of records, each carrying the hash of the one before,
 // with heads signed by the sidecar's SSH host key (SSHSIG). The writer is
-// here; the examiner that reads a chain back is package examine, and the
+// here; the verifier that reads a chain back is package evidence, and the
 // record's names are in internal/vocab.
 package integrity
 

@@ -9,7 +9,7 @@ import (
 
 // A record's line is exactly json.Marshal's encoding of its Record: the
 // examiner re-encodes every line it reads and refuses one that differs
-// (examine/verify.go, parseRecord), so that is the format, and this file
+// (evidence/verify.go, parseRecord), so that is the format, and this file
 // keeps the writer to it.
 //
 // Most records are data records, two a command of an interactive session

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -63,7 +63,7 @@ func TestBindAuditSession(t *testing.T) {
 	if !strings.Contains(log, `"type":"audit-session","attrs":{"audit_ses":"4711","audit_tty":"/dev/pts/7"}`) {
 		t.Errorf("no audit-session record with ses and tty in:\n%s", log)
 	}
-	rep := examine.Verify(s.Dir(), trusted())
+	rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
 	if !rep.OK() {
 		t.Fatalf("session with an audit-session record does not verify: %v", rep.Anomalies)
 	}
@@ -88,7 +88,7 @@ func TestNoAuditSession(t *testing.T) {
 	if len(src.opened[0].bound) != 0 {
 		t.Errorf("a witness was bound without an audit session: %v", src.opened[0].bound)
 	}
-	rep := examine.Verify(s.Dir(), trusted())
+	rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
 	if !rep.OK() {
 		t.Fatalf("does not verify: %v", rep.Anomalies)
 	}
@@ -100,7 +100,7 @@ func TestNoAuditSession(t *testing.T) {
 	if log := readLog(t, s.Dir()); !strings.Contains(log, `"type":"unattributed","attrs":{"audit_ses_reason":"`+why+`","reason":"no-audit-session"}`) {
 		t.Errorf("no unattributed record in:\n%s", log)
 	}
-	if rep.Unattributed != vocab.UnattributedNoAuditSession || !hasNote(rep.Notes, examine.NoteUnattributed, why) {
+	if rep.Unattributed != vocab.UnattributedNoAuditSession || !hasNote(rep.Notes, evidence.NoteUnattributed, why) {
 		t.Errorf("verify reports unattributed %q, notes %+v", rep.Unattributed, rep.Notes)
 	}
 	if err := s.BindAuditSession(1); err == nil {
@@ -108,7 +108,7 @@ func TestNoAuditSession(t *testing.T) {
 	}
 }
 
-func hasNote(notes []examine.Note, kind examine.Kind, text string) bool {
+func hasNote(notes []evidence.Note, kind evidence.Kind, text string) bool {
 	for _, n := range notes {
 		if n.Kind == kind && strings.Contains(n.Msg, text) {
 			return true
@@ -153,7 +153,7 @@ func TestVerifyRefusesImplausibleAuditSession(t *testing.T) {
 				mustOK(t, s.Event(typ, r))
 			}
 			mustOK(t, s.Close(0))
-			rep := examine.Verify(s.Dir(), trusted())
+			rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
 			if rep.OK() || !strings.Contains(fmt.Sprint(rep.Anomalies), tt.want) {
 				t.Errorf("verify = OK %v, anomalies %v; want one containing %q", rep.OK(), rep.Anomalies, tt.want)
 			}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
@@ -51,7 +51,7 @@ func TestResizesCoalesceBeforeData(t *testing.T) {
 	if n := strings.Count(readRecord(t, s.Dir(), "timing"), "SIGWINCH"); n != len(resizes) {
 		t.Errorf("%d SIGWINCH timing entries for %d resize records", n, len(resizes))
 	}
-	if rep := examine.Verify(s.Dir(), trusted()); !rep.OK() {
+	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{}); !rep.OK() {
 		t.Errorf("does not verify: %v", rep.Anomalies)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
@@ -144,8 +144,8 @@ func TestDiskTransitionsInEveryOpenSession(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("%s: disk records %v, want %v", s.Dir(), got, want)
 		}
-		rep := examine.Verify(s.Dir(), trusted())
-		if rep.Status != examine.StatusOK || len(rep.Anomalies) != 0 {
+		rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
+		if rep.Status != evidence.StatusOK || len(rep.Anomalies) != 0 {
 			t.Errorf("%s: status %s anomalies %v", s.Dir(), rep.Status, rep.Anomalies)
 		}
 	}
@@ -184,7 +184,7 @@ func TestDiskCriticalRefusesNewSessions(t *testing.T) {
 	if len(rs) < 2 || rs[1].Type != vocab.TypeDisk || rs[1].Attrs[vocab.AttrDiskState] != vocab.DiskLow || rs[1].Attrs[vocab.AttrDiskFrom] != "" {
 		t.Fatalf("records after open: %v", rs[1])
 	}
-	if rep := examine.Verify(s.Dir(), trusted()); rep.Status != examine.StatusOK {
+	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{}); rep.Status != evidence.StatusOK {
 		t.Errorf("status %s anomalies %v", rep.Status, rep.Anomalies)
 	}
 }

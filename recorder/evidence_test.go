@@ -11,7 +11,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -25,7 +25,7 @@ func TestRecordVerifies(t *testing.T) {
 	mustOK(t, s.Event("request", map[string]string{"request": "signal", "name": "INT", "accepted": "true"}))
 	mustOK(t, s.Stderr([]byte("err")))
 	mustOK(t, s.Close(0, Header{Name: "APTL_CLOSE_REASON", Value: "shell-exited"}))
-	rep := examine.Verify(s.Dir(), trusted())
+	rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
 	if !rep.OK() {
 		t.Fatalf("fresh record does not verify: %v", rep.Anomalies)
 	}
@@ -43,7 +43,7 @@ func TestCheckpointsByVolume(t *testing.T) {
 		mustOK(t, s.Output(chunk))
 	}
 	mustOK(t, s.Close(0))
-	rep := examine.Verify(s.Dir(), trusted())
+	rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
 	if !rep.OK() || rep.Signed < 3 {
 		t.Fatalf("signed checkpoints = %d, anomalies %v; want 2 on the way and 1 at close", rep.Signed, rep.Anomalies)
 	}
@@ -68,7 +68,7 @@ func TestSizeCapKeepsTheChain(t *testing.T) {
 	if want := []string{"call 10 cap 1000"}; !slices.Equal(reached, want) {
 		t.Errorf("OnSizeLimit calls %q, want %q: once, when the cap is reached", reached, want)
 	}
-	rep := examine.Verify(s.Dir(), trusted())
+	rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
 	if !rep.OK() {
 		t.Fatalf("capped record does not verify: %v", rep.Anomalies)
 	}

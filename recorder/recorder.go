@@ -101,7 +101,7 @@ type Meta struct {
 // Both ids are validated (ErrInvalidID), reserved run ids refused
 // (ErrReservedRunID) and header names checked before anything touches the
 // disk. The session folder must be new (ErrSessionExists); a run or session
-// folder that is a symlink is refused (ErrUnsafeDir). When Create fails
+// folder that is a symlink is refused (safefs.ErrUnsafeDir). When Create fails
 // after making the session folder (a full disk), it removes it again: no
 // folder is left without an open record.
 func Create(root string, m Meta, opts Options) (*Session, error) {
@@ -189,7 +189,7 @@ func (s *Session) openFiles() error {
 
 // holdLiveLock takes the exclusive flock(2) on the log that tells a
 // verifier, and a restarted sidecar's recovery, that the session is being
-// recorded (examine/live.go). The kernel releases it when the log is
+// recorded (evidence/live.go). The kernel releases it when the log is
 // closed or the process dies, however it dies. It is best effort: a
 // verifier's probe may hold a shared lock for an instant, so a few tries
 // are made, and a file system without flock leaves the session without

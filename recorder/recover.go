@@ -13,8 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -125,16 +126,16 @@ func RecoverUnfinalized(root string, opts Options) ([]string, error) {
 
 // needsRecovery reports whether d's log does not end with a close record
 // and its checkpoint, there is no recovery file yet, and no recorder holds
-// the log (examine.HeldByRecorder). It reads only the
+// the log (evidence.HeldByRecorder). It reads only the
 // log's tail, so a start does not re-read every transcript. The log is
-// opened as every record file read back is (examine.OpenRegularIn): a log
+// opened as every record file read back is (safefs.OpenRegularIn): a log
 // that is a link or a named pipe is an error naming it, never a hang.
 func needsRecovery(d *sessionDirs) (bool, error) {
 	var st unix.Stat_t
 	if unix.Fstatat(int(d.pty.Fd()), vocab.RecoveryFile, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 		return false, nil
 	}
-	f, size, err := examine.OpenRegularIn(d.pty, vocab.LogFile)
+	f, size, err := safefs.OpenRegularIn(d.pty, vocab.LogFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -142,7 +143,7 @@ func needsRecovery(d *sessionDirs) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	if examine.HeldByRecorder(f) {
+	if evidence.HeldByRecorder(f) {
 		return false, nil // being recorded now, by another server on this root
 	}
 	const tail = 64 << 10

@@ -14,8 +14,9 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -29,11 +30,12 @@ var ErrFinalized = errors.New("recorder: session is finalized")
 // and the files as found) and which records were unsigned before the
 // crash, signed. The log itself is left as it was: it is evidence, and its
 // tail may be a torn line. The session stays unfinalized; the record turns
-// a silent cut into a stated one. It finds the cut with the examiner, so a
-// session whose files are not regular files (a link, a named pipe) is
-// refused, with an error naming the file, and left as found. The run,
-// session and pty folders are opened once, without following a link, and
-// everything is read and written relative to them.
+// a silent cut into a stated one. It finds the cut with the session
+// verifier (package evidence), so a session whose files are not regular
+// files (a link, a named pipe) is refused, with an error naming the file,
+// and left as found. The run, session and pty folders are opened once,
+// without following a link, and everything is read and written relative
+// to them.
 func Recover(dir string, signer gossh.Signer, now func() time.Time) error {
 	d, err := openSessionDirs(filepath.Dir(filepath.Dir(dir)), filepath.Base(filepath.Dir(dir)), filepath.Base(dir))
 	if err != nil {
@@ -55,7 +57,7 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 		recoveryOpened(d.path)
 	}
 	dir := d.path
-	rep := examine.VerifyIn(dir, d.pty, examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}})
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{PTY: d.pty})
 	if rep.Finalized {
 		return ErrFinalized
 	}
@@ -66,10 +68,10 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 		return fmt.Errorf("recorder: recover %s: no record checks out; nothing to continue", dir)
 	}
 	attrs := map[string]string{
-		vocab.AttrReason:             "the sidecar restarted before this session was finalized",
-		"last_record":                strconv.FormatInt(last, 10),
-		examine.AttrLastSignedRecord: strconv.FormatInt(rep.LastVerifiedSeq, 10),
-		examine.AttrUnsignedRecords:  rep.UnsignedRange(),
+		vocab.AttrReason:              "the sidecar restarted before this session was finalized",
+		"last_record":                 strconv.FormatInt(last, 10),
+		evidence.AttrLastSignedRecord: strconv.FormatInt(rep.LastVerifiedSeq, 10),
+		evidence.AttrUnsignedRecords:  rep.UnsignedRange(),
 	}
 	if err := tailAttrs(d, rep, attrs); err != nil {
 		return err
@@ -105,27 +107,27 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 // data record covers, and the sizes and digests of both transcript files
 // as they were when opened (regular files only, read no further). A file
 // that extends past the size the last trusted checkpoint states (rep) by
-// more than the sidecar writes unsigned (examine.MaxUnsignedTail) is not
-// read: its size is stated and the excess is named (examine.AttrNotRead),
+// more than the sidecar writes unsigned (evidence.MaxUnsignedTail) is not
+// read: its size is stated and the excess is named (evidence.AttrNotRead),
 // so a forger's sparse terabytes cost nothing.
-func tailAttrs(d *sessionDirs, rep *examine.Report, into map[string]string) error {
+func tailAttrs(d *sessionDirs, rep *evidence.Report, into map[string]string) error {
 	dir := d.path
 	var notRead []string
 	for _, f := range []struct {
 		name, size, sum string
 		signed, bound   int64
 	}{
-		{vocab.TypescriptFile, vocab.AttrTSSize, vocab.AttrTSSHA256, rep.SignedTSSize, examine.MaxUnsignedTail},
-		{vocab.TimingFile, vocab.AttrTMSize, vocab.AttrTMSHA256, rep.SignedTMSize, examine.MaxUnsignedTimingTail},
+		{vocab.TypescriptFile, vocab.AttrTSSize, vocab.AttrTSSHA256, rep.SignedTSSize, evidence.MaxUnsignedTail},
+		{vocab.TimingFile, vocab.AttrTMSize, vocab.AttrTMSHA256, rep.SignedTMSize, evidence.MaxUnsignedTimingTail},
 	} {
-		data, n, err := examine.OpenRegularIn(d.pty, f.name)
+		data, n, err := safefs.OpenRegularIn(d.pty, f.name)
 		if err != nil {
 			return fmt.Errorf("recorder: recover %s: %w", dir, err)
 		}
 		into[f.size] = strconv.FormatInt(n, 10)
 		if n-f.signed > f.bound {
 			data.Close()
-			notRead = append(notRead, f.name+": "+examine.UnsignedTailMessage(n, f.signed, f.bound))
+			notRead = append(notRead, f.name+": "+evidence.UnsignedTailMessage(n, f.signed, f.bound))
 			continue
 		}
 		err = digestForRecovery(data, n, f.name == vocab.TypescriptFile, rep.ChainedOffset, f.sum, into)
@@ -135,7 +137,7 @@ func tailAttrs(d *sessionDirs, rep *examine.Report, into map[string]string) erro
 		}
 	}
 	if len(notRead) > 0 {
-		into[examine.AttrNotRead] = strings.Join(notRead, "; ")
+		into[evidence.AttrNotRead] = strings.Join(notRead, "; ")
 	}
 	return nil
 }

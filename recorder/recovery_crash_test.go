@@ -9,7 +9,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -74,7 +74,7 @@ func TestRecoveryKilledBeforeItsFileIsNamed(t *testing.T) {
 	}
 	key := []gossh.PublicKey{testOptions().Signer.PublicKey()}
 	for _, d := range []string{dir, crashDir} {
-		if rep := examine.Verify(d, key); d == crashDir && rep.Status != examine.StatusUnfinalized {
+		if rep := evidence.Verify(d, evidence.Keys{Trusted: key}, evidence.Options{}); d == crashDir && rep.Status != evidence.StatusUnfinalized {
 			t.Errorf("the session as a crash before the name leaves it: status %s, want unfinalized: %v", rep.Status, rep.Anomalies)
 		}
 	}
@@ -86,18 +86,18 @@ func TestRecoveryKilledBeforeItsFileIsNamed(t *testing.T) {
 		t.Fatalf("the restart after a crash mid-recovery: recovered %v, err %v; want the session recovered", recovered, err)
 	}
 	for _, d := range []string{dir, crashDir} {
-		rep := examine.Verify(d, key)
+		rep := evidence.Verify(d, evidence.Keys{Trusted: key}, evidence.Options{})
 		var statements int
 		for _, a := range rep.Anomalies {
 			switch a.Kind {
-			case examine.KindRecovered:
+			case evidence.KindRecovered:
 				statements++
-			case examine.KindUnfinalized:
+			case evidence.KindUnfinalized:
 			default:
 				t.Errorf("%s: %s", d, a)
 			}
 		}
-		if rep.Status != examine.StatusUnfinalized || statements != 1 {
+		if rep.Status != evidence.StatusUnfinalized || statements != 1 {
 			t.Errorf("%s after recovery: status %s, %d recovery statements; want unfinalized with one", d, rep.Status, statements)
 		}
 	}

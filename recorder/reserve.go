@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -63,7 +64,7 @@ func openReserve(root string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recorder: create the closing records' reserve: %w", err)
 	}
-	if err := ignoringEINTR(func() error { return unix.Fallocate(int(f.Fd()), 0, 0, reserveBytes) }); err != nil {
+	if err := safefs.RetryEINTR(func() error { return unix.Fallocate(int(f.Fd()), 0, 0, reserveBytes) }); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("recorder: reserve %d bytes for the closing records: %w", reserveBytes, err)
 	}
@@ -82,12 +83,12 @@ func openSidecarDir(root, name string) (*os.File, error) {
 		return nil, err
 	}
 	defer rootDir.Close()
-	side, err := mkdirBeneath(rootDir, sidecarDir, true)
+	side, err := safefs.MkdirBeneath(rootDir, sidecarDir, dirMode, true)
 	if err != nil {
 		return nil, fmt.Errorf("recorder: %s folder: %w", sidecarDir, err)
 	}
 	defer side.Close()
-	dir, err := mkdirBeneath(side, name, true)
+	dir, err := safefs.MkdirBeneath(side, name, dirMode, true)
 	if err != nil {
 		return nil, fmt.Errorf("recorder: %s/%s folder: %w", sidecarDir, name, err)
 	}
@@ -98,7 +99,7 @@ func openSidecarDir(root, name string) (*os.File, error) {
 // named one unlinked at once where the file system lacks it.
 func createUnnamed(dir *os.File) (*os.File, error) {
 	var fd int
-	err := ignoringEINTR(func() (err error) {
+	err := safefs.RetryEINTR(func() (err error) {
 		fd, err = unix.Openat(int(dir.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, fileMode)
 		return err
 	})
@@ -109,7 +110,7 @@ func createUnnamed(dir *os.File) (*os.File, error) {
 		return nil, err
 	}
 	name := fmt.Sprintf("r-%d-%p", os.Getpid(), &fd)
-	err = ignoringEINTR(func() (err error) {
+	err = safefs.RetryEINTR(func() (err error) {
 		fd, err = unix.Openat(int(dir.Fd()), name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
 		return err
 	})
@@ -178,7 +179,7 @@ func (s *Session) drawOnReserve() bool {
 		if fi, err := t.f.Stat(); err == nil {
 			// Best effort: a tail not taken leaves the closing write to
 			// whatever room there is.
-			ignoringEINTR(func() error { return unix.Fallocate(int(t.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, fi.Size(), t.n) })
+			safefs.RetryEINTR(func() error { return unix.Fallocate(int(t.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, fi.Size(), t.n) })
 		}
 	}
 	return true

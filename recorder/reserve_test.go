@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
@@ -94,11 +94,11 @@ func TestFullVolumeStillFinalizes(t *testing.T) {
 			if err := s.Close(1, Header{Name: vocab.HeaderCloseReason, Value: vocab.CloseDiskFull}); !errors.Is(err, syscall.ENOSPC) {
 				t.Fatalf("Close = %v, want the recording's ENOSPC returned", err)
 			}
-			rep := examine.Verify(s.Dir(), trusted())
-			if rep.Status != examine.StatusOK || !rep.Finalized || len(rep.Anomalies) != 0 {
+			rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
+			if rep.Status != evidence.StatusOK || !rep.Finalized || len(rep.Anomalies) != 0 {
 				t.Fatalf("status %s finalized %v anomalies %v, want ok", rep.Status, rep.Finalized, rep.Anomalies)
 			}
-			if !slices.ContainsFunc(rep.Gaps, func(g examine.Gap) bool { return g.Reason == vocab.GapWriteFailed && g.Len > 0 }) {
+			if !slices.ContainsFunc(rep.Gaps, func(g evidence.Gap) bool { return g.Reason == vocab.GapWriteFailed && g.Len > 0 }) {
 				t.Errorf("gaps %+v, want the bytes not stored as a %s gap", rep.Gaps, vocab.GapWriteFailed)
 			}
 			a := closeRecord(t, s.Dir())
@@ -141,8 +141,8 @@ func TestTornLogWriteOnFullVolume(t *testing.T) {
 				t.Fatalf("the log ends in a torn record (%d bytes)", len(data))
 			}
 			s.Close(1, Header{Name: vocab.HeaderCloseReason, Value: vocab.CloseDiskFull})
-			rep := examine.Verify(s.Dir(), trusted())
-			if rep.Status != examine.StatusOK || len(rep.Anomalies) != 0 {
+			rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
+			if rep.Status != evidence.StatusOK || len(rep.Anomalies) != 0 {
 				t.Fatalf("status %s anomalies %v, want ok", rep.Status, rep.Anomalies)
 			}
 			data, err = os.ReadFile(logPath)
@@ -160,7 +160,7 @@ func TestCutFileStillTampered(t *testing.T) {
 	s := newTestSession(t, Meta{RunID: "r", SessionID: "cut"})
 	mustOK(t, s.Output(bytes.Repeat([]byte("y"), 5000)))
 	mustOK(t, s.Close(0))
-	if rep := examine.Verify(s.Dir(), trusted()); rep.Status != examine.StatusOK {
+	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{}); rep.Status != evidence.StatusOK {
 		t.Fatalf("before the cut: %s %v", rep.Status, rep.Anomalies)
 	}
 	for _, name := range []string{typescriptName, vocab.LogFile} {
@@ -177,7 +177,7 @@ func TestCutFileStillTampered(t *testing.T) {
 				data, _ := os.ReadFile(path)
 				mustOK(t, os.Truncate(path, int64(bytes.LastIndexByte(data, '\n')+1)))
 			}
-			if rep := examine.Verify(dir, trusted()); rep.Status == examine.StatusOK {
+			if rep := evidence.Verify(dir, evidence.Keys{Trusted: trusted()}, evidence.Options{}); rep.Status == evidence.StatusOK {
 				t.Fatalf("a cut %s verifies ok", name)
 			}
 		})
@@ -186,7 +186,7 @@ func TestCutFileStillTampered(t *testing.T) {
 	fi, err := os.Stat(path)
 	mustOK(t, err)
 	mustOK(t, os.Truncate(path, fi.Size()-100))
-	if rep := examine.Verify(s.Dir(), trusted()); rep.Status != examine.StatusTampered {
+	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{}); rep.Status != evidence.StatusTampered {
 		t.Fatalf("a typescript cut by 100 bytes: %s, want tampered", rep.Status)
 	}
 }
@@ -253,7 +253,7 @@ func TestCloseRecordMeetsFullVolume(t *testing.T) {
 			if err := s.Close(0, Header{Name: vocab.HeaderCloseReason, Value: vocab.CloseShellExited}); err != nil {
 				t.Fatalf("Close on the reserve = %v, want nil: the closing writes took the reserved room", err)
 			}
-			if rep := examine.Verify(s.Dir(), trusted()); rep.Status != examine.StatusOK {
+			if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{}); rep.Status != evidence.StatusOK {
 				t.Fatalf("status %s anomalies %v, want ok", rep.Status, rep.Anomalies)
 			}
 			checkOnlyRecordFiles(t, root, s.Dir())

@@ -10,20 +10,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
 // A session's folders are made and opened relative to their parent's fd,
-// never by path, and never through a symlink: anyone who can write to the
-// capture root could otherwise plant <root>/<run_id> as a symlink and have
-// records land outside the root (where the startup recovery scan never
-// looks). The capture root itself is the operator's setting and is opened
-// as configured.
-
-// ErrUnsafeDir is returned, wrapped with the folder's name, when a run or
-// session folder exists as something other than a plain directory (a
-// symlink, a file): it is refused, never followed.
-var ErrUnsafeDir = errors.New("recorder: not a plain directory")
+// never by path, and never through a symlink (safefs.MkdirBeneath,
+// safefs.OpenDirBeneath): anyone who can write to the capture root could
+// otherwise plant <root>/<run_id> as a symlink and have records land
+// outside the root (where the startup recovery scan never looks). A run or
+// session folder that exists as something other than a plain directory
+// (a symlink, a file) is refused, never followed, with an error naming it
+// that matches safefs.ErrUnsafeDir. The capture root itself is the
+// operator's setting and is opened as configured.
 
 // sessionDirs are the open directories of one session's record.
 type sessionDirs struct {
@@ -50,9 +49,9 @@ const startingDir = "starting"
 
 // makeSessionDirs creates the run folder if needed, then the session
 // folder, under its starting name until publish, and its pty folder, and
-// opens all three without following symlinks (ErrUnsafeDir). The session
-// id must be unused in the run folder (ErrSessionExists; publish checks
-// it again, atomically). On failure it removes what it made, so a refused
+// opens all three without following symlinks (safefs.ErrUnsafeDir). The
+// session id must be unused in the run folder (ErrSessionExists; publish
+// checks it again, atomically). On failure it removes what it made, so a refused
 // session leaves no folder behind.
 func makeSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) {
 	if err := os.MkdirAll(root, dirMode); err != nil {
@@ -69,7 +68,7 @@ func makeSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) 
 			err = errors.Join(err, d.removeMade(), d.close())
 		}
 	}()
-	if d.run, err = mkdirBeneath(rootDir, runID, true); err != nil {
+	if d.run, err = safefs.MkdirBeneath(rootDir, runID, dirMode, true); err != nil {
 		return nil, fmt.Errorf("recorder: run folder %s: %w", runID, err)
 	}
 	if err := nameFree(d.run, sessionID); err != nil {
@@ -81,11 +80,11 @@ func makeSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) 
 	if d.startName, err = newStartName(); err != nil {
 		return nil, err
 	}
-	if d.session, err = mkdirBeneath(d.starting, d.startName, false); err != nil {
+	if d.session, err = safefs.MkdirBeneath(d.starting, d.startName, dirMode, false); err != nil {
 		return nil, fmt.Errorf("recorder: session folder %s/%s (starting): %w", runID, sessionID, err)
 	}
 	d.made = append(d.made, "session")
-	if d.pty, err = mkdirBeneath(d.session, ptyDirName, false); err != nil {
+	if d.pty, err = safefs.MkdirBeneath(d.session, ptyDirName, dirMode, false); err != nil {
 		return nil, fmt.Errorf("recorder: pty folder: %w", err)
 	}
 	d.made = append(d.made, "pty")
@@ -96,7 +95,7 @@ func makeSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) 
 // session id is used once, whatever took it.
 func nameFree(run *os.File, name string) error {
 	var st unix.Stat_t
-	err := ignoringEINTR(func() error { return unix.Fstatat(int(run.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) })
+	err := safefs.RetryEINTR(func() error { return unix.Fstatat(int(run.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) })
 	switch {
 	case err == nil:
 		return ErrSessionExists
@@ -122,14 +121,14 @@ func newStartName() (string, error) {
 // ErrSessionExists). The run folder is synced so the name outlives a host
 // crash: a start the crash undid would be swept, its transcript with it.
 func (d *sessionDirs) publish() error {
-	err := ignoringEINTR(func() error {
+	err := safefs.RetryEINTR(func() error {
 		return unix.Renameat2(int(d.starting.Fd()), d.startName, int(d.run.Fd()), d.sessionID, unix.RENAME_NOREPLACE)
 	})
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
 		// A file system without RENAME_NOREPLACE: a plain rename refuses
 		// a file or a folder that holds anything, and nameFree refused
 		// the rest when the start began.
-		err = ignoringEINTR(func() error {
+		err = safefs.RetryEINTR(func() error {
 			return unix.Renameat(int(d.starting.Fd()), d.startName, int(d.run.Fd()), d.sessionID)
 		})
 	}
@@ -180,9 +179,9 @@ func SweepStarts(root string) (int, error) {
 
 // openSessionDirs opens the existing run, session and pty folders of a
 // session below root as makeSessionDirs does, never through a symlink
-// (ErrUnsafeDir), and creates nothing. The startup recovery reads and
-// writes a session only through these fds, so a folder swapped for a link
-// after the open is not followed.
+// (safefs.ErrUnsafeDir), and creates nothing. The startup recovery reads
+// and writes a session only through these fds, so a folder swapped for a
+// link after the open is not followed.
 func openSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) {
 	rootDir, err := openRoot(root)
 	if err != nil {
@@ -195,13 +194,13 @@ func openSessionDirs(root, runID, sessionID string) (_ *sessionDirs, err error) 
 			err = errors.Join(err, d.close())
 		}
 	}()
-	if d.run, err = openDirBeneath(rootDir, runID); err != nil {
+	if d.run, err = safefs.OpenDirBeneath(rootDir, runID); err != nil {
 		return nil, fmt.Errorf("recorder: run folder %s: %w", runID, err)
 	}
-	if d.session, err = openDirBeneath(d.run, sessionID); err != nil {
+	if d.session, err = safefs.OpenDirBeneath(d.run, sessionID); err != nil {
 		return nil, fmt.Errorf("recorder: session folder %s/%s: %w", runID, sessionID, err)
 	}
-	if d.pty, err = openDirBeneath(d.session, ptyDirName); err != nil {
+	if d.pty, err = safefs.OpenDirBeneath(d.session, ptyDirName); err != nil {
 		return nil, fmt.Errorf("recorder: pty folder of %s/%s: %w", runID, sessionID, err)
 	}
 	return d, nil
@@ -216,49 +215,11 @@ func openRoot(root string) (*os.File, error) {
 	return f, nil
 }
 
-// mkdirBeneath makes name in parent (an existing one is accepted only when
-// mayExist) and opens it as a directory without following a symlink. The
-// open after the mkdir also catches a folder swapped for a symlink between
-// the two calls.
-func mkdirBeneath(parent *os.File, name string, mayExist bool) (*os.File, error) {
-	err := ignoringEINTR(func() error { return unix.Mkdirat(int(parent.Fd()), name, dirMode) })
-	if err != nil && !(mayExist && errors.Is(err, unix.EEXIST)) {
-		return nil, &os.PathError{Op: "mkdirat", Path: name, Err: err}
-	}
-	return openDirBeneath(parent, name)
-}
-
-// openDirBeneath opens the directory name of parent with openat2
-// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS. Kernels before 5.6 lack openat2
-// (ENOSYS), and older container seccomp profiles deny it (EPERM); name is
-// a single validated component, so openat with O_NOFOLLOW|O_DIRECTORY then
-// refuses the same things.
-func openDirBeneath(parent *os.File, name string) (*os.File, error) {
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	var fd int
-	err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Openat2(int(parent.Fd()), name, &unix.OpenHow{
-			Flags: flags, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
-		})
-		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
-			fd, err = unix.Openat(int(parent.Fd()), name, flags, 0)
-		}
-		return err
-	})
-	switch {
-	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EXDEV):
-		return nil, fmt.Errorf("%s is a symlink or not a directory: %w", name, ErrUnsafeDir)
-	case err != nil:
-		return nil, &os.PathError{Op: "openat", Path: name, Err: err}
-	}
-	return os.NewFile(uintptr(fd), name), nil
-}
-
 // createFile creates a record file in the pty folder; it must not exist
 // yet, and O_NOFOLLOW|O_EXCL refuse a planted symlink.
 func (d *sessionDirs) createFile(name string) (*os.File, error) {
 	var fd int
-	err := ignoringEINTR(func() (err error) {
+	err := safefs.RetryEINTR(func() (err error) {
 		fd, err = unix.Openat(int(d.pty.Fd()), name,
 			unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
 		return err
@@ -284,7 +245,7 @@ func (d *sessionDirs) createFile(name string) (*os.File, error) {
 // mid-write can then leave it short. A failed write removes what it made.
 func (d *sessionDirs) createWhole(name string, data []byte) error {
 	var fd int
-	err := ignoringEINTR(func() (err error) {
+	err := safefs.RetryEINTR(func() (err error) {
 		// No O_EXCL: that would forbid the link.
 		fd, err = unix.Openat(int(d.pty.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, fileMode)
 		return err
@@ -301,7 +262,7 @@ func (d *sessionDirs) createWhole(name string, data []byte) error {
 		if wholeWritten != nil {
 			wholeWritten(d.path)
 		}
-		err = ignoringEINTR(func() error {
+		err = safefs.RetryEINTR(func() error {
 			return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), int(d.pty.Fd()), name, unix.AT_SYMLINK_FOLLOW)
 		})
 		switch {
@@ -409,12 +370,4 @@ func (d *sessionDirs) close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func ignoringEINTR(f func() error) error {
-	for {
-		if err := f(); !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
 }

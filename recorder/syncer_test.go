@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -49,7 +49,7 @@ func TestIntervalSyncRunsBesideTheCopier(t *testing.T) {
 	}
 	mustOK(t, s.Output(chunk))
 	mustOK(t, s.Close(0))
-	if rep := examine.Verify(s.Dir(), trusted()); !rep.OK() {
+	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{}); !rep.OK() {
 		t.Fatalf("record does not verify: %v", rep.Anomalies)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -80,7 +81,7 @@ func (s *Session) openWitnesses(open map[string]string) {
 	for _, src := range s.opts.Witnesses {
 		class := src.Class()
 		mkdir := func() (*os.File, error) {
-			f, err := mkdirBeneath(s.dirs.session, class, false)
+			f, err := safefs.MkdirBeneath(s.dirs.session, class, dirMode, false)
 			if err != nil {
 				return nil, fmt.Errorf("recorder: %s folder: %w", class, err)
 			}

@@ -14,7 +14,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
@@ -73,7 +73,7 @@ func nsAuditSession(t *testing.T, h *harness, ns *nsAgent) {
 		if rec[vocab.AttrAuditTTY] == "" || rec[vocab.AttrAuditTTY] != openTTY {
 			t.Errorf("session %s: audit_tty %q, the open record's tty %q", id, rec[vocab.AttrAuditTTY], openTTY)
 		}
-		rep := examine.Verify(dir, []gossh.PublicKey{h.hostKey})
+		rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{h.hostKey}}, evidence.Options{})
 		if !rep.OK() {
 			t.Fatalf("session %s does not verify: %v", id, rep.Anomalies)
 		}

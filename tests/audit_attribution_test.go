@@ -11,7 +11,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/launch"
@@ -99,7 +99,7 @@ func TestBrokerRecordsAuditSession(t *testing.T) {
 			} else if none && records[at+1].Attrs[vocab.AttrReason] != vocab.UnattributedNoAuditSession {
 				t.Errorf("unattributed record %v, want reason %s", records[at+1].Attrs, vocab.UnattributedNoAuditSession)
 			}
-			if rep := examine.Verify(dir, []gossh.PublicKey{h.hostKey}); !rep.OK() {
+			if rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{h.hostKey}}, evidence.Options{}); !rep.OK() {
 				t.Errorf("does not verify: %v", rep.Anomalies)
 			} else if tt.name == "trampoline" && (rep.AuditSession == nil || strconv.FormatUint(uint64(rep.AuditSession.Ses), 10) != records[at].Attrs[vocab.AttrAuditSes]) {
 				t.Errorf("verify reports %+v", rep.AuditSession)

@@ -21,7 +21,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
@@ -157,7 +157,7 @@ type cutSession struct {
 // crashVerifyOutput is the part of `verify --json` the campaign reads.
 type crashVerifyOutput struct {
 	OK       bool
-	Sessions []examine.Report
+	Sessions []evidence.Report
 }
 
 // TestCrashCampaign: 100 SIGKILLs (5 in the short form), each at a random
@@ -248,7 +248,7 @@ func TestCrashCampaign(t *testing.T) {
 				if stmt, ok := after[recoveryAdds]; ok {
 					pending--
 					cut[i].stmt = stmt
-					if rep := examine.Verify(s.dir, []gossh.PublicKey{ls.hostKey}); rep.Status != examine.StatusUnfinalized {
+					if rep := evidence.Verify(s.dir, evidence.Keys{Trusted: []gossh.PublicKey{ls.hostKey}}, evidence.Options{}); rep.Status != evidence.StatusUnfinalized {
 						fail("crash %d, %s session %s, its recovery killed after its file was named: status %s, want unfinalized: %v",
 							s.crash, crashLoadNames[s.load], s.dir, rep.Status, rep.Anomalies)
 					}
@@ -308,7 +308,7 @@ func TestCrashCampaign(t *testing.T) {
 				if l := rec.Attrs["unaccounted_len"]; l != "" && l != "0" {
 					unaccounted++
 				}
-				if u := rec.Attrs[examine.AttrUnsignedRecords]; u != "" && u != "none" {
+				if u := rec.Attrs[evidence.AttrUnsignedRecords]; u != "" && u != "none" {
 					unsigned++
 				}
 				n, problems := compareSnapshot(s.snap, after, recoveryAdds)
@@ -412,7 +412,7 @@ func TestCrashCampaign(t *testing.T) {
 		// the examiner already says unfinalized, not tampered.
 		for i := range cut {
 			cut[i].snap = snapshotFiles(t, cut[i].dir)
-			if rep := examine.Verify(cut[i].dir, []gossh.PublicKey{ls.hostKey}); rep.Status != examine.StatusUnfinalized {
+			if rep := evidence.Verify(cut[i].dir, evidence.Keys{Trusted: []gossh.PublicKey{ls.hostKey}}, evidence.Options{}); rep.Status != evidence.StatusUnfinalized {
 				fail("crash %d (sync %s), %s session %s, before the restart: status %s, want unfinalized: %v",
 					round, mode, crashLoadNames[cut[i].load], cut[i].dir, rep.Status, rep.Anomalies)
 			}
@@ -447,12 +447,12 @@ func cutStartState(t *testing.T, dir string, key gossh.PublicKey) string {
 	if _, err := os.Lstat(dir); os.IsNotExist(err) {
 		return "no-folder"
 	}
-	rep := examine.Verify(dir, []gossh.PublicKey{key})
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{key}}, evidence.Options{})
 	// A launch the kill caught between fork and exec holds the log's
 	// lock for an instant longer: in-progress, then unfinalized.
-	for i := 0; i < 100 && rep.Status == examine.StatusInProgress; i++ {
+	for i := 0; i < 100 && rep.Status == evidence.StatusInProgress; i++ {
 		time.Sleep(10 * time.Millisecond)
-		rep = examine.Verify(dir, []gossh.PublicKey{key})
+		rep = evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{key}}, evidence.Options{})
 	}
 	if rep.Records > 0 {
 		return ""
@@ -500,7 +500,7 @@ func waitRecoveryFinished(t *testing.T, ls *liveServer) (recovered, failed int) 
 // checkRecoveredSession checks verify's report of a recovered session and
 // its recovery record against the crash snapshot, and returns the record
 // and whether everything held.
-func checkRecoveredSession(what string, rep *examine.Report, s cutSession, after fileSnapshot, fail func(string, ...any)) (rec integrity.Record, ok bool) {
+func checkRecoveredSession(what string, rep *evidence.Report, s cutSession, after fileSnapshot, fail func(string, ...any)) (rec integrity.Record, ok bool) {
 	ok = true
 	bad := func(format string, args ...any) {
 		ok = false
@@ -509,14 +509,14 @@ func checkRecoveredSession(what string, rep *examine.Report, s cutSession, after
 	var statements int
 	for _, a := range rep.Anomalies {
 		switch a.Kind {
-		case examine.KindRecovered:
+		case evidence.KindRecovered:
 			statements++
-		case examine.KindUnfinalized:
+		case evidence.KindUnfinalized:
 		default:
 			bad("verify found %s: %s", a.Kind, a.Msg)
 		}
 	}
-	if rep.Status != examine.StatusUnfinalized || rep.Finalized || statements != 1 {
+	if rep.Status != evidence.StatusUnfinalized || rep.Finalized || statements != 1 {
 		bad("verify says status %s, finalized %v, %d recovery statements; want unfinalized with one: %v", rep.Status, rep.Finalized, statements, rep.Anomalies)
 	}
 	lines := bytes.SplitAfter(after[recoveryAdds], []byte("\n"))

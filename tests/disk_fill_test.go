@@ -23,7 +23,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
@@ -439,11 +439,11 @@ func checkFloodRecord(t *testing.T, lab *floodLab, r floodResult) int {
 	if !slices.Contains(vocab.CloseReasons, reason) {
 		t.Errorf("close reason %q is not one of the vocabulary's %v: the record must say why it ended", reason, vocab.CloseReasons)
 	}
-	rep := examine.Verify(dir, []gossh.PublicKey{lab.hostKey})
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{lab.hostKey}}, evidence.Options{})
 	t.Logf("verify: status %s, finalized %v, %d gaps, %d anomalies", rep.Status, rep.Finalized, len(rep.Gaps), len(rep.Anomalies))
-	if rep.Status != examine.StatusOK || !rep.Finalized {
+	if rep.Status != evidence.StatusOK || !rep.Finalized {
 		t.Errorf("verify says %s (finalized %v), want %s: a full disk must never make a record %s or %s; anomalies: %v",
-			rep.Status, rep.Finalized, examine.StatusOK, examine.StatusTampered, examine.StatusUnfinalized, firstAnomalies(rep, 5))
+			rep.Status, rep.Finalized, evidence.StatusOK, evidence.StatusTampered, evidence.StatusUnfinalized, firstAnomalies(rep, 5))
 	}
 
 	// The packets the volume could not hold are a pcap gap record.
@@ -517,7 +517,7 @@ func floodSent(stdout []byte) (int, bool) {
 	return n, err == nil
 }
 
-func firstAnomalies(rep *examine.Report, n int) []examine.Anomaly {
+func firstAnomalies(rep *evidence.Report, n int) []evidence.Anomaly {
 	if len(rep.Anomalies) > n {
 		return rep.Anomalies[:n]
 	}
@@ -648,7 +648,7 @@ func (lab *floodLab) checkNewSession(t *testing.T, name, id string) {
 		if !bytes.Contains(ts, want.Bytes()) {
 			t.Errorf("the new session's typescript (%d bytes) does not hold the %d bytes it wrote: it must record completely or be refused", len(ts), want.Len())
 		}
-		if rep := examine.Verify(dir, []gossh.PublicKey{lab.hostKey}); rep.Status != examine.StatusOK || !rep.Finalized {
+		if rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{lab.hostKey}}, evidence.Options{}); rep.Status != evidence.StatusOK || !rep.Finalized {
 			t.Errorf("the new session's record: verify says %s (finalized %v): anomalies %v", rep.Status, rep.Finalized, firstAnomalies(rep, 5))
 		}
 	})

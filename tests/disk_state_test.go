@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/broker"
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
@@ -168,8 +168,8 @@ func TestDiskStatesEndToEnd(t *testing.T) {
 		return bytes.Contains(b, []byte(`"type":"close"`))
 	})
 
-	rep := examine.Verify(dir, []gossh.PublicKey{hostKey})
-	if rep.Status != examine.StatusOK || !rep.Finalized || len(rep.Anomalies) != 0 {
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{hostKey}}, evidence.Options{})
+	if rep.Status != evidence.StatusOK || !rep.Finalized || len(rep.Anomalies) != 0 {
 		t.Fatalf("status %s finalized %v anomalies %v, want ok", rep.Status, rep.Finalized, rep.Anomalies)
 	}
 	var transitions []string
@@ -197,7 +197,7 @@ func TestDiskStatesEndToEnd(t *testing.T) {
 	if notStored < lowPackets {
 		t.Errorf("pcap-disk-low gaps %v count %d packets, want at least the %d sent while low", lowGaps, notStored, lowPackets)
 	}
-	if !slices.ContainsFunc(rep.Gaps, func(g examine.Gap) bool { return g.Reason == vocab.GapPcapDiskLow }) {
+	if !slices.ContainsFunc(rep.Gaps, func(g evidence.Gap) bool { return g.Reason == vocab.GapPcapDiskLow }) {
 		t.Errorf("verify reports gaps %+v, want the pcap-disk-low one", rep.Gaps)
 	}
 	ts := mustRead(t, filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile))

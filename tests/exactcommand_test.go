@@ -10,7 +10,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -48,7 +48,7 @@ func TestInvalidUTF8CommandRecordedExactly(t *testing.T) {
 	if err != nil || header != string(exact) {
 		t.Errorf("typescript header COMMAND %q (%v) and the record's %q differ", header, err, exact)
 	}
-	if rep := examine.Verify(dir, []gossh.PublicKey{h.hostKey}); !rep.OK() {
+	if rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{h.hostKey}}, evidence.Options{}); !rep.OK() {
 		t.Errorf("record does not verify: %v", rep.Anomalies)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/broker"
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
@@ -170,7 +170,7 @@ func TestFaultSIGKILLWithOpenSessions(t *testing.T) {
 	}
 	ls.wait()
 	for _, d := range dirs {
-		rep := examine.Verify(d, []gossh.PublicKey{ls.hostKey})
+		rep := evidence.Verify(d, evidence.Keys{Trusted: []gossh.PublicKey{ls.hostKey}}, evidence.Options{})
 		if rep.OK() || rep.Finalized || !strings.Contains(fmt.Sprint(rep.Anomalies), "unfinalized") {
 			t.Errorf("%s after SIGKILL: OK=%v finalized=%v anomalies %v, want unfinalized", d, rep.OK(), rep.Finalized, rep.Anomalies)
 		}

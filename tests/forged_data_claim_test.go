@@ -13,7 +13,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
@@ -49,9 +49,11 @@ func TestVerifyDoesNotHashForgedClaim(t *testing.T) {
 	appendForgedData(t, dir, 75, claim) // the typescript's end: header 61 + 14 body bytes
 	makeSparse(t, filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile), 5<<40)
 
-	done := make(chan *examine.Report, 1)
-	go func() { done <- examine.Verify(dir, []gossh.PublicKey{signer.PublicKey()}) }()
-	var rep *examine.Report
+	done := make(chan *evidence.Report, 1)
+	go func() {
+		done <- evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{})
+	}()
+	var rep *evidence.Report
 	select {
 	case rep = <-done:
 	case <-time.After(30 * time.Second):

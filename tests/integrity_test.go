@@ -19,7 +19,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
@@ -47,9 +47,9 @@ func recordSession(t *testing.T, h *harness, id string) string {
 	return h.sessionDir("tamper", id)
 }
 
-func verifyOK(t *testing.T, dir string, key gossh.PublicKey) *examine.Report {
+func verifyOK(t *testing.T, dir string, key gossh.PublicKey) *evidence.Report {
 	t.Helper()
-	rep := examine.Verify(dir, []gossh.PublicKey{key})
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{key}}, evidence.Options{})
 	if !rep.OK() {
 		t.Fatalf("untouched session does not verify: %v", rep.Anomalies)
 	}
@@ -227,7 +227,7 @@ func TestTamperMatrix(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := copySession(t, dirA)
 			tc.mutate(t, d)
-			rep := examine.Verify(d, []gossh.PublicKey{h.hostKey})
+			rep := evidence.Verify(d, evidence.Keys{Trusted: []gossh.PublicKey{h.hostKey}}, evidence.Options{})
 			if rep.OK() || len(rep.Anomalies) == 0 {
 				t.Fatalf("tampering with %s went undetected", tc.file)
 			}
@@ -250,8 +250,8 @@ func TestTamperMatrix(t *testing.T) {
 		}
 		// The signed ids say which session it is; the folder's name is a
 		// note, so a renamed copy still verifies, and says so.
-		rep := examine.Verify(moved, []gossh.PublicKey{h.hostKey})
-		if !rep.OK() || rep.SessionID == "tamper-b" || !hasNote(rep, examine.NoteFolderName) {
+		rep := evidence.Verify(moved, evidence.Keys{Trusted: []gossh.PublicKey{h.hostKey}}, evidence.Options{})
+		if !rep.OK() || rep.SessionID == "tamper-b" || !hasNote(rep, evidence.NoteFolderName) {
 			t.Errorf("session A's files in B's folder: OK %v, session %q, notes %v", rep.OK(), rep.SessionID, rep.Notes)
 		}
 	})
@@ -264,19 +264,19 @@ func TestTamperMatrix(t *testing.T) {
 		if err := os.Rename(d, moved); err != nil {
 			t.Fatal(err)
 		}
-		rep := examine.Verify(moved, []gossh.PublicKey{h.hostKey})
-		if !rep.OK() || rep.RunID == "other-run" || !hasNote(rep, examine.NoteRunFolderName) {
+		rep := evidence.Verify(moved, evidence.Keys{Trusted: []gossh.PublicKey{h.hostKey}}, evidence.Options{})
+		if !rep.OK() || rep.RunID == "other-run" || !hasNote(rep, evidence.NoteRunFolderName) {
 			t.Errorf("session under another run's folder: OK %v, run %q, notes %v", rep.OK(), rep.RunID, rep.Notes)
 		}
 	})
 	t.Run("untrusted key", func(t *testing.T) {
-		if rep := examine.Verify(dirA, []gossh.PublicKey{h.client.PublicKey()}); rep.OK() {
+		if rep := evidence.Verify(dirA, evidence.Keys{Trusted: []gossh.PublicKey{h.client.PublicKey()}}, evidence.Options{}); rep.OK() {
 			t.Error("verified against a key that did not sign")
 		}
 	})
 }
 
-func hasNote(rep *examine.Report, kind examine.Kind) bool {
+func hasNote(rep *evidence.Report, kind evidence.Kind) bool {
 	for _, n := range rep.Notes {
 		if n.Kind == kind {
 			return true
@@ -356,7 +356,7 @@ func TestSidecarKilledMidSession(t *testing.T) {
 		t.Fatalf("records: %v", dirs)
 	}
 	key := readHostKey(t, filepath.Join(work, "aptl-dev", "state"))
-	rep := examine.Verify(dirs[0], []gossh.PublicKey{key})
+	rep := evidence.Verify(dirs[0], evidence.Keys{Trusted: []gossh.PublicKey{key}}, evidence.Options{})
 	if rep.OK() || rep.Finalized {
 		t.Fatal("a session cut by SIGKILL verified as OK")
 	}
@@ -377,7 +377,7 @@ func TestSidecarKilledMidSession(t *testing.T) {
 		return err == nil && strings.Contains(logs.String(), "unfinalized session recovered")
 	})
 	srv2.Process.Kill()
-	rep = examine.Verify(dirs[0], []gossh.PublicKey{key})
+	rep = evidence.Verify(dirs[0], evidence.Keys{Trusted: []gossh.PublicKey{key}}, evidence.Options{})
 	if rep.OK() || !strings.Contains(fmt.Sprint(rep.Anomalies), "the sidecar restarted on") {
 		t.Errorf("after recovery: OK=%v anomalies %v", rep.OK(), rep.Anomalies)
 	}
@@ -443,7 +443,7 @@ func TestControlEventsInChain(t *testing.T) {
 	}
 	h.waitIdle(t)
 	dir := h.sessionDir("_unbound", "ev-1")
-	if rep := examine.Verify(dir, []gossh.PublicKey{h.hostKey}); !rep.OK() {
+	if rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{h.hostKey}}, evidence.Options{}); !rep.OK() {
 		t.Fatalf("record does not verify: %v", rep.Anomalies)
 	}
 	var requests []map[string]string
@@ -519,7 +519,7 @@ func TestVerifyAndExportCommands(t *testing.T) {
 	out, err = exec.Command(bin, "verify", "--key", pub, "--json", tampered).CombinedOutput()
 	var doc struct {
 		OK       bool
-		Sessions []examine.Report
+		Sessions []evidence.Report
 	}
 	if code := exitCodeOf(err); code != 1 || json.Unmarshal(out, &doc) != nil || doc.OK || len(doc.Sessions) != 1 || len(doc.Sessions[0].Anomalies) == 0 {
 		t.Fatalf("verify of a tampered record: exit %d\n%s", code, out)

@@ -10,7 +10,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -33,7 +33,7 @@ func TestRecoveryStatesUnsignedRecords(t *testing.T) {
 	if rec.Attrs["unsigned_records"] != "3-4" || rec.Attrs["last_signed_record"] != "2" {
 		t.Errorf("recovery record attrs %v: want unsigned_records 3-4 and last_signed_record 2", rec.Attrs)
 	}
-	rep := examine.Verify(dir, []gossh.PublicKey{signer.PublicKey()})
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{})
 	if msg := fmt.Sprint(rep.Anomalies); !strings.Contains(msg, "records 3-4 were not signed before the crash") {
 		t.Errorf("verify does not report the records unsigned before the crash: %v", rep.Anomalies)
 	}
@@ -44,7 +44,7 @@ func TestRecoveryStatesUnsignedRecords(t *testing.T) {
 	if err := recorder.Recover(clean, signer, time.Now); err != nil {
 		t.Fatal(err)
 	}
-	rep = examine.Verify(clean, []gossh.PublicKey{signer.PublicKey()})
+	rep = evidence.Verify(clean, evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{})
 	if msg := fmt.Sprint(rep.Anomalies); !strings.Contains(msg, "every record was signed before the crash") {
 		t.Errorf("verify does not say every record was signed: %v", rep.Anomalies)
 	}

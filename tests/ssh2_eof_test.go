@@ -11,7 +11,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/broker"
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
@@ -47,7 +47,7 @@ func TestPTYEOFHangup(t *testing.T) {
 	if r := timingHeaders(t, dir)["APTL_CLOSE_REASON"]; r != "client-eof" {
 		t.Errorf("close reason = %q when the channel closed, want client-eof", r)
 	}
-	if rep := examine.Verify(dir, []gossh.PublicKey{h.hostKey}); !rep.OK() || !rep.Finalized {
+	if rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{h.hostKey}}, evidence.Options{}); !rep.OK() || !rep.Finalized {
 		t.Errorf("record at the channel's close: finalized=%v anomalies %v", rep.Finalized, rep.Anomalies)
 	}
 	waitFor(t, 5*time.Second, "the hung-up shell gone", func() bool { return processGone(pid) })

@@ -15,7 +15,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/broker"
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 )
 
 // The node ssh2 suite: the tool servers' own client (tests/node/
@@ -76,7 +76,7 @@ func checkClientBytes(t *testing.T, dir, outDir, id string) {
 // checkFinalized verifies a record (or a harvested copy) and its reason.
 func checkFinalized(t *testing.T, dir string, key gossh.PublicKey, reason string) {
 	t.Helper()
-	if rep := examine.Verify(dir, []gossh.PublicKey{key}); !rep.OK() || !rep.Finalized {
+	if rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{key}}, evidence.Options{}); !rep.OK() || !rep.Finalized {
 		t.Errorf("%s: finalized=%v anomalies %v", dir, rep.Finalized, rep.Anomalies)
 	}
 	if r := timingHeaders(t, dir)["APTL_CLOSE_REASON"]; r != reason {

@@ -8,7 +8,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -52,7 +52,7 @@ func TestSessionSymlinksNotFollowed(t *testing.T) {
 				t.Fatalf("the intact session does not verify: exit %d\n%s", code, out)
 			}
 			linkTo(session, rel)
-			if rep := examine.Verify(session, []gossh.PublicKey{signer.PublicKey()}); rep.OK() {
+			if rep := evidence.Verify(session, evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{}); rep.OK() {
 				t.Errorf("Verify followed the symbolic link %s", rel)
 			}
 			for _, args := range [][]string{

@@ -14,7 +14,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -22,11 +22,11 @@ import (
 type verifyDoc struct {
 	OK  bool `json:"ok"`
 	Run *struct {
-		Layout    string            `json:"layout"`
-		RunID     string            `json:"run_id"`
-		Anomalies []examine.Anomaly `json:"anomalies"`
+		Layout    string             `json:"layout"`
+		RunID     string             `json:"run_id"`
+		Anomalies []evidence.Anomaly `json:"anomalies"`
 	} `json:"run"`
-	Sessions []examine.Report `json:"sessions"`
+	Sessions []evidence.Report `json:"sessions"`
 }
 
 // runVerifyIn runs the binary in dir with a deadline; it returns stdout,
@@ -94,12 +94,12 @@ func TestVerifyPlacement(t *testing.T) {
 		t.Fatalf("the harvested copy: exit %d, %+v", code, doc)
 	}
 	s := doc.Sessions[0]
-	var kinds []examine.Kind
+	var kinds []evidence.Kind
 	for _, n := range s.Notes {
 		kinds = append(kinds, n.Kind)
 	}
-	if s.Status != examine.StatusOK || s.RunID != "run-p" || s.SessionID != "live-1" ||
-		len(kinds) != 2 || kinds[0] != examine.NoteFolderName || kinds[1] != examine.NoteRunFolderName {
+	if s.Status != evidence.StatusOK || s.RunID != "run-p" || s.SessionID != "live-1" ||
+		len(kinds) != 2 || kinds[0] != evidence.NoteFolderName || kinds[1] != evidence.NoteRunFolderName {
 		t.Errorf("the harvested copy: status %s, run %q, session %q, notes %v", s.Status, s.RunID, s.SessionID, s.Notes)
 	}
 }
@@ -122,7 +122,7 @@ func TestVerifyWrongKeyIsOneFinding(t *testing.T) {
 			t.Fatalf("%s: exit %d, %+v", dir, code, doc)
 		}
 		s := doc.Sessions[0]
-		if s.Status != examine.StatusTampered || len(s.Anomalies) != 1 || s.Anomalies[0].Kind != examine.KindUntrustedKey ||
+		if s.Status != evidence.StatusTampered || len(s.Anomalies) != 1 || s.Anomalies[0].Kind != evidence.KindUntrustedKey ||
 			!strings.Contains(s.Anomalies[0].Msg, "no checkpoint is signed by a trusted key") ||
 			!strings.Contains(s.Anomalies[0].Msg, "SHA256:") {
 			t.Errorf("%s: status %s, anomalies %v; want exactly one untrusted-key", dir, s.Status, s.Anomalies)
@@ -152,7 +152,7 @@ func TestVerifyLiveSession(t *testing.T) {
 		t.Fatalf("live session: exit %d, %+v", code, doc)
 	}
 	live := doc.Sessions[0]
-	if live.Status != examine.StatusInProgress || len(live.Anomalies) != 0 || live.LastVerifiedSeq < 1 || live.LastVerifiedOffset <= 0 {
+	if live.Status != evidence.StatusInProgress || len(live.Anomalies) != 0 || live.LastVerifiedSeq < 1 || live.LastVerifiedOffset <= 0 {
 		t.Errorf("live session: status %s, last signed record %d offset %d, anomalies %v", live.Status, live.LastVerifiedSeq, live.LastVerifiedOffset, live.Anomalies)
 	}
 	text, _, _ := runVerifyIn(t, root, bin, "verify", "--key", pub, s.Dir())
@@ -162,13 +162,13 @@ func TestVerifyLiveSession(t *testing.T) {
 	if err := s.Close(0); err != nil {
 		t.Fatal(err)
 	}
-	if doc, code := verifyJSON(t, root, bin, "--key", pub, s.Dir()); code != 0 || doc.Sessions[0].Status != examine.StatusOK {
+	if doc, code := verifyJSON(t, root, bin, "--key", pub, s.Dir()); code != 0 || doc.Sessions[0].Status != evidence.StatusOK {
 		t.Errorf("after the close: exit %d, %+v", code, doc.Sessions)
 	}
 
 	cut := writeUnfinalized(t, root, "run-l", "sess-cut", signer, nil)
 	doc, code = verifyJSON(t, root, bin, "--key", pub, cut)
-	if c := doc.Sessions[0]; code != 1 || c.Status != examine.StatusUnfinalized || len(c.Anomalies) != 1 || c.Anomalies[0].Kind != examine.KindUnfinalized {
+	if c := doc.Sessions[0]; code != 1 || c.Status != evidence.StatusUnfinalized || len(c.Anomalies) != 1 || c.Anomalies[0].Kind != evidence.KindUnfinalized {
 		t.Errorf("a session cut by a crash: exit %d, status %s, anomalies %v", code, c.Status, c.Anomalies)
 	}
 }

@@ -10,9 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aptl/aptl-kali-capture/evidence"
 	gossh "golang.org/x/crypto/ssh"
-
-	"github.com/aptl/aptl-kali-capture/examine"
 )
 
 // readmeVerifyExamples returns the command lines of the README block that
@@ -75,7 +74,7 @@ func TestReadmeVerifyExamplesRun(t *testing.T) {
 	}
 	var doc struct {
 		OK       bool
-		Sessions []examine.Report
+		Sessions []evidence.Report
 	}
 	if err := json.Unmarshal(last, &doc); err != nil || !doc.OK || len(doc.Sessions) != 1 {
 		t.Fatalf("the last example's JSON: %v\n%s", err, last)

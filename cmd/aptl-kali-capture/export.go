@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/termsafe"
 )
 
 func init() {
@@ -50,7 +52,7 @@ func runExport(args []string) int {
 	}
 	if err != nil {
 		// The error may carry names from the session folder: escaped.
-		fmt.Fprintln(os.Stderr, examine.Escape("aptl-kali-capture export: "+err.Error()))
+		fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture export: "+err.Error()))
 		return exitFailure
 	}
 	return exitOK
@@ -74,7 +76,7 @@ func exportAsciicast(dir, out string, opts examine.CastOptions) (err error) {
 }
 
 func exportHead(dir, out string) error {
-	msg, sig, err := examine.LastHead(dir)
+	msg, sig, err := evidence.LastHead(dir)
 	if err != nil {
 		return err
 	}

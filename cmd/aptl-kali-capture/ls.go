@@ -10,7 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/termsafe"
 )
 
 func init() {
@@ -55,7 +57,7 @@ func runLs(args []string) int {
 	}
 	rows, err := listSessions(root, *run, keys, *verify)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, examine.Escape("aptl-kali-capture ls: "+err.Error()))
+		fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture ls: "+err.Error()))
 		return exitFailure
 	}
 	if *asJSON {
@@ -102,7 +104,7 @@ func listSessions(root, run string, keys keyFiles, verify bool) ([]lsRow, error)
 			rows[i].Verified = &lsVerdict{}
 			continue
 		}
-		rep := examine.VerifyKeys(rows[i].Dir, trusted)
+		rep := evidence.Verify(rows[i].Dir, trusted, evidence.Options{})
 		rows[i].Verified = &lsVerdict{OK: rep.OK(), Anomalies: len(rep.Anomalies)}
 	}
 	return rows, nil
@@ -113,7 +115,7 @@ func listSessions(root, run string, keys keyFiles, verify bool) ([]lsRow, error)
 const maxCell = 64
 
 // printSessionTable writes one aligned line per session. Every value from
-// the records goes through examine.Escape (control characters become
+// the records goes through termsafe.Escape (control characters become
 // visible escapes, so tab cannot misalign and ESC cannot steer the
 // terminal) and is cut at maxCell characters.
 func printSessionTable(w io.Writer, rows []lsRow, verified bool) {
@@ -134,7 +136,7 @@ func printSessionTable(w io.Writer, rows []lsRow, verified bool) {
 		}
 		// Last and uncut: a broken session's reason can be long, and the
 		// last column needs no alignment.
-		cells = append(cells, examine.Escape(stateCell(r.Summary)))
+		cells = append(cells, termsafe.Escape(stateCell(r.Summary)))
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	tw.Flush()
@@ -143,7 +145,7 @@ func printSessionTable(w io.Writer, rows []lsRow, verified bool) {
 // cell escapes s for the terminal and cuts it at maxCell characters; an
 // empty value is "-".
 func cell(s string) string {
-	s = examine.Escape(s)
+	s = termsafe.Escape(s)
 	if s == "" {
 		return "-"
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+	"github.com/aptl/aptl-kali-capture/internal/termsafe"
 )
 
 func init() {
@@ -45,7 +46,7 @@ func runPlay(args []string) int {
 		if ctx.Err() != nil {
 			return exitOK // interrupted, as a pager quits
 		}
-		fmt.Fprintln(os.Stderr, examine.Escape("aptl-kali-capture play: "+err.Error()))
+		fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture play: "+err.Error()))
 		return exitFailure
 	}
 	return exitOK

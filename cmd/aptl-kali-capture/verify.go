@@ -6,7 +6,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/internal/termsafe"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -42,10 +44,10 @@ func runVerify(args []string) int {
 	}
 	trusted, err := loadTrustedKeys(keys)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, examine.Escape("aptl-kali-capture verify: "+err.Error()))
+		fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture verify: "+err.Error()))
 		return exitUsage
 	}
-	var opts examine.Options
+	var opts evidence.Options
 	if !*asJSON && isTerminal(os.Stderr) {
 		if p := newProgress(os.Stderr, estimateBytes(*runDir, fs.Args())); p != nil {
 			opts.Progress = p.add
@@ -54,14 +56,14 @@ func runVerify(args []string) int {
 	}
 	var out verifyOutput
 	if *runDir != "" {
-		rr := examine.VerifyRunWith(*runDir, trusted, opts)
+		rr := examine.VerifyRun(*runDir, trusted, opts)
 		out = runOutput(rr)
 	} else {
 		out.OK, out.Sessions = true, []sessionOutput{}
 		for _, dir := range fs.Args() {
-			rep := examine.VerifyWith(dir, trusted, opts)
+			rep := evidence.Verify(dir, trusted, opts)
 			out.OK = out.OK && rep.OK()
-			out.Sessions = append(out.Sessions, sessionOutput{Report: rep, Reconcile: []examine.Anomaly{}})
+			out.Sessions = append(out.Sessions, sessionOutput{Report: rep, Reconcile: []evidence.Anomaly{}})
 		}
 	}
 	if *asJSON {
@@ -86,19 +88,19 @@ type verifyOutput struct {
 
 // runOutputInfo is the run level of --run-dir.
 type runOutputInfo struct {
-	Dir       string            `json:"dir"`
-	Layout    string            `json:"layout"`
-	RunID     string            `json:"run_id"`
-	Anomalies []examine.Anomaly `json:"anomalies"`
-	Notes     []examine.Note    `json:"notes"`
+	Dir       string             `json:"dir"`
+	Layout    string             `json:"layout"`
+	RunID     string             `json:"run_id"`
+	Anomalies []evidence.Anomaly `json:"anomalies"`
+	Notes     []evidence.Note    `json:"notes"`
 }
 
 // sessionOutput is one session's report and, with --run-dir, its
 // reconciliation with the tool server's tee.
 type sessionOutput struct {
-	*examine.Report
-	Tee       string            `json:"tee,omitempty"`
-	Reconcile []examine.Anomaly `json:"reconcile"`
+	*evidence.Report
+	Tee       string             `json:"tee,omitempty"`
+	Reconcile []evidence.Anomaly `json:"reconcile"`
 }
 
 func runOutput(rr *examine.RunReport) verifyOutput {
@@ -112,14 +114,14 @@ func runOutput(rr *examine.RunReport) verifyOutput {
 
 // loadTrustedKeys reads public keys from authorized_keys-style (.pub) or
 // known_hosts files; known_hosts @revoked keys are kept as revoked.
-func loadTrustedKeys(paths []string) (examine.Keys, error) {
-	var keys examine.Keys
+func loadTrustedKeys(paths []string) (evidence.Keys, error) {
+	var keys evidence.Keys
 	for _, p := range paths {
 		data, err := readKeyFile(p)
 		if err != nil {
 			return keys, fmt.Errorf("--key: %w", err)
 		}
-		k, err := examine.ParseKeys(data, "--key "+p)
+		k, err := evidence.ParseKeys(data, "--key "+p)
 		if err != nil {
 			return keys, err
 		}
@@ -128,7 +130,7 @@ func loadTrustedKeys(paths []string) (examine.Keys, error) {
 	return keys, nil
 }
 
-// maxKeyFileRead bounds what is read of a --key file; examine.ParseKeys
+// maxKeyFileRead bounds what is read of a --key file; evidence.ParseKeys
 // refuses anything larger than its own, smaller bound.
 const maxKeyFileRead = 8 << 20
 
@@ -142,18 +144,18 @@ func readKeyFile(path string) ([]byte, error) {
 }
 
 // printLine writes one line of the text report. Run and session ids,
-// paths and anomaly messages come from hostile files: examine.Escape
+// paths and anomaly messages come from hostile files: termsafe.Escape
 // keeps their control characters from reaching the terminal.
 func printLine(w io.Writer, format string, args ...any) {
-	fmt.Fprintln(w, examine.Escape(fmt.Sprintf(format, args...)))
+	fmt.Fprintln(w, termsafe.Escape(fmt.Sprintf(format, args...)))
 }
 
 // verdicts is the first word of a session's line, by status.
-var verdicts = map[examine.Status]string{
-	examine.StatusOK:          "OK  ",
-	examine.StatusInProgress:  "LIVE",
-	examine.StatusUnfinalized: "FAIL",
-	examine.StatusTampered:    "FAIL",
+var verdicts = map[evidence.Status]string{
+	evidence.StatusOK:          "OK  ",
+	evidence.StatusInProgress:  "LIVE",
+	evidence.StatusUnfinalized: "FAIL",
+	evidence.StatusTampered:    "FAIL",
 }
 
 func printOutput(w io.Writer, out verifyOutput) {
@@ -176,11 +178,11 @@ func printOutput(w io.Writer, out verifyOutput) {
 	}
 }
 
-func printReport(w io.Writer, rep *examine.Report) {
+func printReport(w io.Writer, rep *evidence.Report) {
 	printLine(w, "%s %s status=%s run=%s session=%s records=%d signed=%d finalized=%v bytes in=%d out=%d err=%d stored=%d",
 		verdicts[rep.Status], rep.Dir, rep.Status, rep.RunID, rep.SessionID, rep.Records, rep.Signed, rep.Finalized,
 		rep.Bytes.In, rep.Bytes.Out, rep.Bytes.Err, rep.Bytes.Stored)
-	if rep.Status == examine.StatusInProgress {
+	if rep.Status == evidence.StatusInProgress {
 		if rep.LastVerifiedSeq < 0 {
 			printLine(w, "     in progress: a recorder holds the log; no checkpoint signed yet")
 		} else {

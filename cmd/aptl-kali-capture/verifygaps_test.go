@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -13,7 +13,7 @@ import (
 // printed as a window, its refused restore said; an audit loss stays a
 // count of records.
 func TestVerifyPrintsAuditWindows(t *testing.T) {
-	rep := &examine.Report{Status: examine.StatusOK, Gaps: []examine.Gap{
+	rep := &evidence.Report{Status: evidence.StatusOK, Gaps: []evidence.Gap{
 		{Seq: 4, Reason: vocab.GapAuditLost, Stream: vocab.StreamAudit, Count: 12, First: "2026-12-01T08:00:00Z"},
 		{Seq: 5, Reason: vocab.GapAuditRulesRemoved, Stream: vocab.StreamAudit, Count: 3, First: "2026-12-01T08:00:01Z", Last: "2026-12-01T08:00:02Z", Error: "re-add the rule of lab.rules:4: operation not permitted"},
 		{Seq: 6, Reason: vocab.GapAuditDisabled, Stream: vocab.StreamAudit, Count: 7, First: "2026-12-01T08:00:03Z", Last: "2026-12-01T08:00:04Z"},

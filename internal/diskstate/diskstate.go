@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -122,15 +123,8 @@ type Source func() (Usage, error)
 func StatfsSource(path string) Source {
 	return func() (Usage, error) {
 		var st unix.Statfs_t
-		for {
-			err := unix.Statfs(path, &st)
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if err != nil {
-				return Usage{}, fmt.Errorf("statfs %s: %w", path, err)
-			}
-			break
+		if err := safefs.RetryEINTR(func() error { return unix.Statfs(path, &st) }); err != nil {
+			return Usage{}, fmt.Errorf("statfs %s: %w", path, err)
 		}
 		bs := int64(st.Frsize)
 		if bs <= 0 {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/launch"
 )
 
@@ -131,12 +132,8 @@ func (p *Process) Wait() (launch.Exit, error) {
 // waitExited blocks until pid has exited, leaving it unreaped (waitid(2) WNOWAIT).
 func waitExited(pid int) error {
 	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			return os.NewSyscallError("waitid", err)
-		}
-	}
+	err := safefs.RetryEINTR(func() error { return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) })
+	return os.NewSyscallError("waitid", err)
 }
 
 // Signal implements Process: it sends sig to the session's process group.

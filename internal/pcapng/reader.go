@@ -13,7 +13,7 @@
 // reader may meet beside them: simple packet blocks are packets, and
 // statistics, name resolution, secrets and custom blocks are skipped.
 // Any other block type is an error: a packet hidden in a block the
-// reader does not know would be a packet that examine does not count.
+// reader does not know would be a packet that evidence does not count.
 package pcapng
 
 import (

@@ -1,11 +1,12 @@
-// Package termsafe keeps JSON that carries hostile strings (file names,
-// record fields) from reaching a terminal as control sequences.
-// encoding/json escapes only the C0 controls (below U+0020) and
-// U+2028/U+2029; DEL, the C1 controls (U+0080–U+009F: U+009B is a CSI
-// that many terminals obey) and the bidi controls pass through raw.
-// NewJSONWriter escapes them. It has no dependency beyond the standard
-// library, so any JSON writer of the module (the examiner's reports and
-// exports, a slog JSON handler) can use it.
+// Package termsafe keeps hostile strings (file names, record fields) from
+// reaching a terminal as control sequences, in text and in JSON. Text goes
+// through Escape (escape.go), which writes every character that is not
+// printable as a Go escape. encoding/json escapes only the C0 controls
+// (below U+0020) and U+2028/U+2029; DEL, the C1 controls (U+0080–U+009F:
+// U+009B is a CSI that many terminals obey) and the bidi controls pass
+// through raw. NewJSONWriter escapes them. It has no dependency beyond the
+// standard library, so any writer of the module (the examiner's reports
+// and exports, the key reader's errors, a slog JSON handler) can use it.
 package termsafe
 
 import (

@@ -1,3 +1,8 @@
+// Package witnessfs is what the kernel witnesses (witness/pcap,
+// witness/audit) share: the source that opens each session's witness from
+// the class's engine (source_linux.go), and the rotated, digested set of a
+// session's witness files (fileset.go), whose files a witness makes in its
+// folder of a session without following links (safefs.CreateIn).
 package witnessfs
 
 import (

@@ -9,7 +9,7 @@ import (
 
 // FileRecord is what a witness's record of a finished file says (a
 // pcap-file or audit-file record): the examiner checks the file against it
-// (examine/witnessfiles.go).
+// (evidence/witnessfiles.go).
 type FileRecord struct {
 	Name        string
 	CountAttr   string // what Count counts: vocab.AttrPackets, vocab.AttrRecords

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 )
 
 // confirmWitness is a session's witness on an engine that reads nothing
@@ -24,7 +24,7 @@ func confirmWitness(t *testing.T, execAudited bool, slave string) (*witness, <-c
 	}
 	notified := make(chan struct{}, 8)
 	w := &witness{eng: e, notify: func() { notified <- struct{}{} }, dir: dir, ses: unsetID,
-		files: newFileSet(Limits{RotateBytes: 1 << 20, Files: 2}, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }, nil)}
+		files: newFileSet(Limits{RotateBytes: 1 << 20, Files: 2}, func(name string) (*os.File, error) { return safefs.CreateIn(dir, name, 0o600) }, nil)}
 	w.Start()
 	w.BindAuditSession(7, slave)
 	return w, notified

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -34,7 +35,7 @@ func TestAuditDiskLowWindowsAreGaps(t *testing.T) {
 	}
 	gate := &switchGate{}
 	w := &witness{eng: e, notify: func() {}, dir: dir, ses: unsetID,
-		files: newFileSet(Limits{RotateBytes: 1 << 20, Files: 2}, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }, gate)}
+		files: newFileSet(Limits{RotateBytes: 1 << 20, Files: 2}, func(name string) (*os.File, error) { return safefs.CreateIn(dir, name, 0o600) }, gate)}
 	w.Start()
 	t0 := time.Unix(1700000000, 0)
 	n := 0

@@ -15,7 +15,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/auditfmt"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
@@ -157,8 +157,8 @@ func forgeInSession(t *testing.T) {
 	if global, _ := os.ReadFile(filepath.Join(root, vocab.AuditRootDir, vocab.AuditLogFile)); !bytes.Contains(global, []byte(marker)) {
 		t.Errorf("_audit/audit.log lacks the forged user message")
 	}
-	keys := examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}
-	rep := examine.VerifyKeys(sess.Dir(), keys)
+	keys := evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}
+	rep := evidence.Verify(sess.Dir(), keys, evidence.Options{})
 	if !rep.OK() || rep.Audit == nil || rep.Audit.Files != 1 {
 		t.Fatalf("verify: ok=%v audit=%+v anomalies=%v", rep.OK(), rep.Audit, rep.Anomalies)
 	}

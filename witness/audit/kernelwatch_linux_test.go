@@ -14,7 +14,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
@@ -284,15 +284,15 @@ func TestKernelWatchRestoresAndStatesWindows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	keys := examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}
-	rep := examine.VerifyKeys(s1.Dir(), keys)
+	keys := evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}
+	rep := evidence.Verify(s1.Dir(), keys, evidence.Options{})
 	if !rep.OK() || len(rep.Gaps) != 4 {
 		t.Fatalf("verify s1: ok=%v gaps %+v anomalies %v", rep.OK(), rep.Gaps, rep.Anomalies)
 	}
 	if g := rep.Gaps[2]; g.Reason != vocab.GapAuditRulesRemoved || g.First != witnessfs.Stamp(disabledAt) || g.Last != witnessfs.Stamp(lockedAt) || g.Count != 3 || g.Error == "" {
 		t.Errorf("verify s1's refused window: %+v", g)
 	}
-	rep = examine.VerifyKeys(s3.Dir(), keys)
+	rep = evidence.Verify(s3.Dir(), keys, evidence.Options{})
 	if !rep.OK() || len(rep.Gaps) != 2 || rep.Gaps[1].Error == "" || rep.Gaps[1].Last == rep.Gaps[0].Last {
 		t.Errorf("a session closed in the open window: gaps %+v; want the window at its start and again, refused, at its close", rep.Gaps)
 	}
@@ -358,7 +358,7 @@ func TestKernelWatchSessionClosingBeforeThePoll(t *testing.T) {
 	if err := s1.Close(0); err != nil {
 		t.Fatal(err)
 	}
-	rep := examine.VerifyKeys(s1.Dir(), examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}})
+	rep := evidence.Verify(s1.Dir(), evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{})
 	if !rep.OK() || len(rep.Gaps) != 1 {
 		t.Fatalf("verify: ok=%v gaps %+v anomalies %v; want one gap", rep.OK(), rep.Gaps, rep.Anomalies)
 	}
@@ -387,7 +387,7 @@ func TestCatchUpTimeoutIsAGap(t *testing.T) {
 	if err := s1.Close(0); err != nil {
 		t.Fatal(err)
 	}
-	rep := examine.VerifyKeys(s1.Dir(), examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}})
+	rep := evidence.Verify(s1.Dir(), evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{})
 	if !rep.OK() || len(rep.Gaps) != 1 {
 		t.Fatalf("verify: ok=%v gaps %+v anomalies %v; want one gap", rep.OK(), rep.Gaps, rep.Anomalies)
 	}

@@ -12,7 +12,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
@@ -78,11 +78,11 @@ func TestLiveRulesRemovedAndAuditingOff(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rep := examine.VerifyKeys(sess.Dir(), examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}})
+	rep := evidence.Verify(sess.Dir(), evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{})
 	if !rep.OK() {
 		t.Fatalf("verify: %v", rep.Anomalies)
 	}
-	windows := map[string]examine.Gap{}
+	windows := map[string]evidence.Gap{}
 	for _, g := range rep.Gaps {
 		if g.Stream == vocab.StreamAudit && g.Last != "" {
 			windows[g.Reason] = g

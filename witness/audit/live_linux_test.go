@@ -16,7 +16,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -313,8 +313,8 @@ func ausearchFinds(t *testing.T, file, key, want string) {
 // file vouched for, and each kind of damage to its audit files to be found.
 func verifyDetectsTampering(t *testing.T, dir string, signer gossh.Signer) {
 	t.Helper()
-	keys := examine.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}
-	rep := examine.VerifyKeys(dir, keys)
+	keys := evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}
+	rep := evidence.Verify(dir, keys, evidence.Options{})
 	if !rep.OK() || rep.Audit == nil || rep.Audit.Files != 1 || rep.Audit.Records == 0 {
 		t.Fatalf("verify: ok=%v audit=%+v anomalies=%v", rep.OK(), rep.Audit, rep.Anomalies)
 	}
@@ -342,7 +342,7 @@ func verifyDetectsTampering(t *testing.T, dir string, signer gossh.Signer) {
 		if err := c.damage(copyDir); err != nil {
 			t.Fatal(err)
 		}
-		rep := examine.VerifyKeys(copyDir, keys)
+		rep := evidence.Verify(copyDir, keys, evidence.Options{})
 		found := false
 		for _, a := range rep.Anomalies {
 			found = found || (strings.HasPrefix(a.File, vocab.AuditDir+"/") && strings.Contains(a.Msg, c.want))

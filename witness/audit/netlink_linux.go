@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,16 +74,12 @@ func (c *control) send(typ uint16, flags uint16, payload []byte) (uint32, error)
 	ne.PutUint16(msg[6:], unix.NLM_F_REQUEST|flags)
 	ne.PutUint32(msg[8:], c.seq)
 	copy(msg[unix.NLMSG_HDRLEN:], payload)
-	for {
-		err := unix.Sendto(c.fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("audit: send request %d: %w", typ, err)
-		}
-		return c.seq, nil
+	if err := safefs.RetryEINTR(func() error {
+		return unix.Sendto(c.fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	}); err != nil {
+		return 0, fmt.Errorf("audit: send request %d: %w", typ, err)
 	}
+	return c.seq, nil
 }
 
 // receive calls each with the replies to seq until it returns done, an

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/auditfmt"
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -26,7 +27,7 @@ func NewSource(limits Limits, log *slog.Logger, reason string) *Source {
 	names := witnessfs.SourceNames{Class: vocab.ClassAudit, State: vocab.AttrAudit, Reason: vocab.AttrAuditReason, On: vocab.AuditOn, Unavailable: vocab.AuditUnavailable, Disabled: vocab.AuditDisabled}
 	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, o recorder.WitnessOpen) recorder.Witness {
 		return &witness{eng: eng, notify: o.Notify, dir: dir, ses: unsetID,
-			files: newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }, o.Gate)}
+			files: newFileSet(limits, func(name string) (*os.File, error) { return safefs.CreateIn(dir, name, 0o600) }, o.Gate)}
 	})
 }
 

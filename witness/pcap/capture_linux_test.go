@@ -19,7 +19,7 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/pcapng"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
@@ -292,7 +292,7 @@ func readersAccept(t *testing.T, dir string) {
 }
 
 // verifyOK runs the examiner on a session and requires OK.
-func verifyOK(t *testing.T, dir string, hostPub []byte) *examine.Report {
+func verifyOK(t *testing.T, dir string, hostPub []byte) *evidence.Report {
 	t.Helper()
 	rep := verifyDir(t, dir, hostPub)
 	if !rep.OK() {
@@ -302,13 +302,13 @@ func verifyOK(t *testing.T, dir string, hostPub []byte) *examine.Report {
 	return rep
 }
 
-func verifyDir(t *testing.T, dir string, hostPub []byte) *examine.Report {
+func verifyDir(t *testing.T, dir string, hostPub []byte) *evidence.Report {
 	t.Helper()
-	keys, err := examine.ParseKeys(hostPub, "host key")
+	keys, err := evidence.ParseKeys(hostPub, "host key")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return examine.VerifyKeys(dir, keys)
+	return evidence.Verify(dir, keys, evidence.Options{})
 }
 
 // closeRecord returns the session's close record.

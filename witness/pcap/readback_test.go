@@ -64,7 +64,7 @@ func writeSample(t *testing.T, dir string, long bool) string {
 }
 
 // TestReaderBoundIsTheWritersSnapLen: the project's reader reads what
-// the writer writes at the writer's snap length (the bound examine
+// the writer writes at the writer's snap length (the bound evidence
 // reads with), and refuses a packet one byte longer.
 func TestReaderBoundIsTheWritersSnapLen(t *testing.T) {
 	name := writeSample(t, t.TempDir(), true)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
@@ -96,7 +96,7 @@ func TestPcapRotationAndVerify(t *testing.T) {
 	}
 }
 
-func anomalyHas(rep *examine.Report, s string) bool {
+func anomalyHas(rep *evidence.Report, s string) bool {
 	for _, a := range rep.Anomalies {
 		if strings.Contains(a.String(), s) {
 			return true

@@ -2,13 +2,14 @@
 // every session (engine_linux.go), each session's packets in its own
 // rotated pcapng files (files.go) for exactly its window (tap.go), bound
 // into the session's integrity chain through the recorder's witness hook
-// (recorder/witness.go). The examiner's side is examine/pcap.go.
+// (recorder/witness.go). The examiner's side is evidence/pcap.go.
 package pcap
 
 import (
 	"log/slog"
 	"os"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -25,7 +26,7 @@ type Source = witnessfs.Source[Engine]
 func NewSource(limits Limits, log *slog.Logger, reason string) *Source {
 	names := witnessfs.SourceNames{Class: vocab.ClassPcap, State: vocab.AttrPcap, Reason: vocab.AttrPcapReason, On: vocab.PcapOn, Unavailable: vocab.PcapUnavailable, Disabled: vocab.PcapDisabled}
 	return witnessfs.NewSource(names, log, reason, func(eng *Engine, dir *os.File, o recorder.WitnessOpen) recorder.Witness {
-		files := newFileSet(limits, func(name string) (*os.File, error) { return witnessfs.CreateIn(dir, name) }, o.Gate)
+		files := newFileSet(limits, func(name string) (*os.File, error) { return safefs.CreateIn(dir, name, 0o600) }, o.Gate)
 		return &closingTap{tap: newTap(eng, files, o.Notify), dir: dir}
 	})
 }

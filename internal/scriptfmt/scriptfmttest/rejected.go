@@ -1,5 +1,5 @@
 // Package scriptfmttest holds the test table that the timing parser
-// (internal/scriptfmt) and the verifier (examine) are both held to.
+// (internal/scriptfmt) and the verifier (evidence) are both held to.
 package scriptfmttest
 
 import (

@@ -1,0 +1,101 @@
+package evidence
+
+// The verifier's output vocabulary: the status of a session, the kind of
+// each anomaly and of each note. These codes are the stable part of
+// `verify --json` (docs/RECORD.md, "verify --json"); messages may be reworded,
+// kinds may not. kinds_test.go holds the README's tables to exactly these
+// lists, and every anomaly and note the package reports to one of them.
+
+// Status is a session's verdict.
+type Status string
+
+const (
+	// StatusOK: finalized, and every check passed.
+	StatusOK Status = "ok"
+	// StatusInProgress: no close record yet, and the recorder still holds
+	// the log open (live.go); every check of what is there so far passed.
+	StatusInProgress Status = "in-progress"
+	// StatusUnfinalized: no close record and no recorder holds the log (a
+	// sidecar crash, or a copy taken before the close); every check of
+	// what is there passed.
+	StatusUnfinalized Status = "unfinalized"
+	// StatusTampered: a check failed (a file or record differs from what a
+	// trusted signature vouches for, or nothing is signed by a trusted key).
+	StatusTampered Status = "tampered"
+)
+
+// Statuses lists every Status.
+var Statuses = []Status{StatusOK, StatusInProgress, StatusUnfinalized, StatusTampered}
+
+// Kind names what an anomaly is.
+type Kind string
+
+const (
+	KindNoTrustedKey        Kind = "no-trusted-key"          // no key given to check signatures with
+	KindUntrustedKey        Kind = "untrusted-key"           // a checkpoint (or every one) is signed by a key not given
+	KindRevokedKey          Kind = "revoked-key"             // a checkpoint is signed by a @revoked key
+	KindSignatureInvalid    Kind = "signature-invalid"       // a checkpoint's signature does not verify
+	KindFileUnreadable      Kind = "file-unreadable"         // missing, a link, not a regular file, unreadable
+	KindRecordMalformed     Kind = "record-malformed"        // a record does not parse, is not canonical, or lacks what it must hold
+	KindChainBroken         Kind = "chain-broken"            // wrong seq or previous hash, record after the close, second open
+	KindFormatUnsupported   Kind = "format-unsupported"      // the open record names another log format
+	KindHeaderMismatch      Kind = "header-mismatch"         // the typescript's script header line differs from the open record
+	KindDataDigestMismatch  Kind = "data-digest-mismatch"    // typescript bytes differ from their data record's digest
+	KindDataMisplaced       Kind = "data-misplaced"          // a data record's offset is not where the previous one ended
+	KindFileTruncated       Kind = "file-truncated"          // a file ends inside bytes a record vouches for
+	KindFileDigestMismatch  Kind = "file-digest-mismatch"    // a file prefix differs from a checkpoint's or the close record's digest
+	KindFileAppended        Kind = "file-appended"           // a file holds bytes past the size the close record vouches for
+	KindUnsignedTailTooLong Kind = "unsigned-tail-too-large" // bytes past the last trusted checkpoint beyond the sidecar's bound; not read
+	KindUnfinalized         Kind = "unfinalized"             // no close record and no recorder running
+	KindCloseUnsigned       Kind = "close-unsigned"          // the close record is not followed by exactly one trusted checkpoint
+	KindCountMismatch       Kind = "count-mismatch"          // a count in the close record differs from what the records hold
+	KindTimingMalformed     Kind = "timing-malformed"        // a timing line the recorder does not write
+	KindTimingTotals        Kind = "timing-total-mismatch"   // the timing file's I and O totals differ from the stored bytes
+	KindRecovered           Kind = "recovered"               // the restarted sidecar's signed statement of the cut
+	KindRecoveryInvalid     Kind = "recovery-invalid"        // a recovery file that does not continue the chain or is not trusted
+	KindPcapMissing         Kind = "pcap-missing"            // a pcap file a signed record names is not there
+	KindPcapExtra           Kind = "pcap-extra"              // a pcap file no signed record names
+	KindAuditMissing        Kind = "audit-missing"           // an audit file a signed record names is not there
+	KindAuditExtra          Kind = "audit-extra"             // an audit file no signed record names
+	KindAuditForeignSes     Kind = "audit-foreign-ses"       // a session's audit file holds records of another audit session
+	KindVerifierStopped     Kind = "verifier-stopped"        // malformed evidence stopped the verifier
+	// Run level (--run-dir) and the reconciliation with the tool server's tee.
+	KindNotASession       Kind = "not-a-session"       // an entry of the run folder that is not a session folder
+	KindNoSessions        Kind = "no-sessions"         // a run folder with no session
+	KindRunMismatch       Kind = "run-mismatch"        // a session recorded for another run than the others
+	KindTeeWithoutSession Kind = "tee-without-session" // a tee whose session is not in the run
+	KindTeeMalformed      Kind = "tee-malformed"       // a tee line that does not parse
+	KindTeeMismatch       Kind = "tee-mismatch"        // what the client logged differs from what the sidecar recorded
+	KindNotReconciled     Kind = "not-reconciled"      // the session could not be compared with its tee
+)
+
+// Kinds lists every Kind an anomaly can carry.
+var Kinds = []Kind{
+	KindNoTrustedKey, KindUntrustedKey, KindRevokedKey, KindSignatureInvalid,
+	KindFileUnreadable, KindRecordMalformed, KindChainBroken, KindFormatUnsupported,
+	KindHeaderMismatch, KindDataDigestMismatch, KindDataMisplaced, KindFileTruncated,
+	KindFileDigestMismatch, KindFileAppended, KindUnsignedTailTooLong, KindUnfinalized,
+	KindCloseUnsigned, KindCountMismatch, KindTimingMalformed, KindTimingTotals,
+	KindRecovered, KindRecoveryInvalid, KindPcapMissing, KindPcapExtra, KindAuditMissing, KindAuditExtra, KindAuditForeignSes, KindVerifierStopped,
+	KindNotASession, KindNoSessions, KindRunMismatch, KindTeeWithoutSession,
+	KindTeeMalformed, KindTeeMismatch, KindNotReconciled,
+}
+
+// Notes say something an examiner should know that is not a failure.
+const (
+	// NoteFolderName: the session folder is not named by the session id
+	// the signed open record holds (a renamed or harvested copy).
+	NoteFolderName Kind = "folder-name"
+	// NoteRunFolderName: the folder holding the session (or the run
+	// folder given) is not named by the signed run id.
+	NoteRunFolderName Kind = "run-folder-name"
+	// NoteUnattributed: an unattributed record says the session's
+	// processes are not in an audit session of their own.
+	NoteUnattributed Kind = "unattributed"
+	// NoteAuditOtherTTY: SYSCALL records of the session's audit session
+	// name a terminal other than the slave the sidecar allocated.
+	NoteAuditOtherTTY Kind = "audit-other-tty"
+)
+
+// NoteKinds lists every Kind a note can carry.
+var NoteKinds = []Kind{NoteFolderName, NoteRunFolderName, NoteUnattributed, NoteAuditOtherTTY}

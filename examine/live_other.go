@@ -1,9 +1,0 @@
-//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
-
-package examine
-
-import "os"
-
-// lockedByWriter: without flock(2) there is no probe; a session without a
-// close record verifies as unfinalized.
-func lockedByWriter(*os.File) bool { return false }
