@@ -14,7 +14,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -49,16 +49,16 @@ func appendTorn(t *testing.T, dir, line string) (off int64) {
 	return fi.Size()
 }
 
-func wantTorn(t *testing.T, rep *examine.Report, off int64, line string) {
+func wantTorn(t *testing.T, rep *evidence.Report, off int64, line string) {
 	t.Helper()
 	sum := sha256.Sum256([]byte(line))
-	want := examine.TornLine{Off: off, Len: int64(len(line)), SHA256: hex.EncodeToString(sum[:])}
+	want := evidence.TornLine{Off: off, Len: int64(len(line)), SHA256: hex.EncodeToString(sum[:])}
 	if rep.TornLog == nil || *rep.TornLog != want {
 		t.Errorf("report's torn log line %+v, want %+v", rep.TornLog, want)
 	}
 }
 
-func wantStatus(t *testing.T, rep *examine.Report, status examine.Status, msg string) {
+func wantStatus(t *testing.T, rep *evidence.Report, status evidence.Status, msg string) {
 	t.Helper()
 	if rep.Status != status {
 		t.Errorf("status %s, want %s: %v", rep.Status, status, rep.Anomalies)
@@ -69,7 +69,7 @@ func wantStatus(t *testing.T, rep *examine.Report, status examine.Status, msg st
 	}
 }
 
-func anomalyText(rep *examine.Report) string {
+func anomalyText(rep *evidence.Report) string {
 	var b strings.Builder
 	for _, a := range rep.Anomalies {
 		b.WriteString(string(a.Kind) + ": " + a.Msg + "\n")
@@ -88,8 +88,8 @@ func TestTornLastLineIsACrashCut(t *testing.T) {
 	dir := writeUnfinalized(t, t.TempDir(), "run-t", "sess-t", signer, nil)
 	off := appendTorn(t, dir, tornLine)
 
-	rep := examine.Verify(dir, keys)
-	wantStatus(t, rep, examine.StatusUnfinalized, "cut mid-write at offset "+strconv.FormatInt(off, 10))
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: keys}, evidence.Options{})
+	wantStatus(t, rep, evidence.StatusUnfinalized, "cut mid-write at offset "+strconv.FormatInt(off, 10))
 	wantTorn(t, rep, off, tornLine)
 	if rep.Records != 5 {
 		t.Errorf("%d records chain, want the 5 before the torn line", rep.Records)
@@ -111,16 +111,16 @@ func TestTornLastLineIsACrashCut(t *testing.T) {
 		rec.Attrs[vocab.AttrLogTornSHA256] != hex.EncodeToString(sum[:]) {
 		t.Errorf("recovery record %v does not state the torn line (offset %d, %d bytes)", rec.Attrs, off, len(tornLine))
 	}
-	rep = examine.Verify(dir, keys)
-	wantStatus(t, rep, examine.StatusUnfinalized, "the log's last line is a record cut mid-write")
-	if !strings.Contains(anomalyText(rep), string(examine.KindRecovered)) {
+	rep = evidence.Verify(dir, evidence.Keys{Trusted: keys}, evidence.Options{})
+	wantStatus(t, rep, evidence.StatusUnfinalized, "the log's last line is a record cut mid-write")
+	if !strings.Contains(anomalyText(rep), string(evidence.KindRecovered)) {
 		t.Errorf("no recovery statement reported: %v", rep.Anomalies)
 	}
 
 	// After the recovery, nothing writes the log: a byte more on the torn
 	// line is not what the sidecar found.
 	appendTorn(t, dir, "0")
-	wantStatus(t, examine.Verify(dir, keys), examine.StatusTampered, "states the log's torn last line as")
+	wantStatus(t, evidence.Verify(dir, evidence.Keys{Trusted: keys}, evidence.Options{}), evidence.StatusTampered, "states the log's torn last line as")
 
 	// A recovery that states no torn line, of a log that has one: the line
 	// came after it.
@@ -129,14 +129,14 @@ func TestTornLastLineIsACrashCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendTorn(t, clean, tornLine)
-	wantStatus(t, examine.Verify(clean, keys), examine.StatusTampered, "states the log's torn last line as none")
+	wantStatus(t, evidence.Verify(clean, evidence.Keys{Trusted: keys}, evidence.Options{}), evidence.StatusTampered, "states the log's torn last line as none")
 
 	// Past a finalized session's final checkpoint nothing is written:
 	// a torn line there is tampering.
 	fin := recordFinalized(t, t.TempDir(), "run-t", "sess-f", signer)
 	appendTorn(t, fin, tornLine)
-	rep = examine.Verify(fin, keys)
-	wantStatus(t, rep, examine.StatusTampered, "truncated record (no newline)")
+	rep = evidence.Verify(fin, evidence.Keys{Trusted: keys}, evidence.Options{})
+	wantStatus(t, rep, evidence.StatusTampered, "truncated record (no newline)")
 	if rep.TornLog != nil {
 		t.Errorf("a line after the final checkpoint reported as a crash cut: %+v", rep.TornLog)
 	}
@@ -164,17 +164,17 @@ func TestCutWhileFinalizing(t *testing.T) {
 				torn = tc.cut(ls[len(ls)-1])
 				return append(joinLines(ls[:len(ls)-1]), torn...)
 			})
-			rep := examine.Verify(dir, keys)
-			wantStatus(t, rep, examine.StatusUnfinalized, "the close record is the last whole record and no checkpoint signs it")
+			rep := evidence.Verify(dir, evidence.Keys{Trusted: keys}, evidence.Options{})
+			wantStatus(t, rep, evidence.StatusUnfinalized, "the close record is the last whole record and no checkpoint signs it")
 			if (rep.TornLog != nil) != (torn != "") {
 				t.Errorf("torn log line %+v, with %d torn bytes", rep.TornLog, len(torn))
 			}
 			if err := recorder.Recover(dir, signer, time.Now); err != nil {
 				t.Fatal(err)
 			}
-			rep = examine.Verify(dir, keys)
-			wantStatus(t, rep, examine.StatusUnfinalized, "")
-			if !strings.Contains(anomalyText(rep), string(examine.KindRecovered)) || strings.Contains(anomalyText(rep), string(examine.KindRecoveryInvalid)) {
+			rep = evidence.Verify(dir, evidence.Keys{Trusted: keys}, evidence.Options{})
+			wantStatus(t, rep, evidence.StatusUnfinalized, "")
+			if !strings.Contains(anomalyText(rep), string(evidence.KindRecovered)) || strings.Contains(anomalyText(rep), string(evidence.KindRecoveryInvalid)) {
 				t.Errorf("want a valid recovery statement: %v", rep.Anomalies)
 			}
 		})

@@ -12,7 +12,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -76,11 +76,11 @@ func TestWitnessRunBudgetThroughServe(t *testing.T) {
 	if ev := readDiskEvidence(t, same); !slices.Contains(ev.reasons, vocab.GapPcapBudget) {
 		t.Errorf("a later session of the spent run: pcap gaps %v, want a %s gap", ev.pcapGaps, vocab.GapPcapBudget)
 	}
-	if rep := examine.Verify(same, []gossh.PublicKey{lab.hostKey}); rep.Pcap == nil || rep.Pcap.Packets != 0 {
+	if rep := evidence.Verify(same, evidence.Keys{Trusted: []gossh.PublicKey{lab.hostKey}}, evidence.Options{}); rep.Pcap == nil || rep.Pcap.Packets != 0 {
 		t.Errorf("a later session of the spent run stored packets: %+v", rep.Pcap)
 	}
 	other := budgetSession(t, lab, "budget-other", "budget-other-run", send)
-	rep := examine.Verify(other, []gossh.PublicKey{lab.hostKey})
+	rep := evidence.Verify(other, evidence.Keys{Trusted: []gossh.PublicKey{lab.hostKey}}, evidence.Options{})
 	if rep.Pcap == nil || rep.Pcap.Packets < 10 {
 		t.Errorf("a session of another run: pcap %+v, want its 10 datagrams at least", rep.Pcap)
 	}
@@ -114,7 +114,7 @@ func budgetSession(t *testing.T, lab *floodLab, run, id, cmd string) string {
 	waitClosed(t, dir)
 	// The packet witness files its last packets at close; the record is
 	// closed once they are bound, so the verify below sees them.
-	if rep := examine.Verify(dir, []gossh.PublicKey{lab.hostKey}); rep.Status != examine.StatusOK || !rep.Finalized {
+	if rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{lab.hostKey}}, evidence.Options{}); rep.Status != evidence.StatusOK || !rep.Finalized {
 		t.Errorf("%s: verify %s (finalized %v): %v", id, rep.Status, rep.Finalized, firstAnomalies(rep, 5))
 	}
 	return dir
