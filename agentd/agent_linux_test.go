@@ -18,12 +18,12 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/launch/launchtest"
 	"github.com/aptl/aptl-kali-capture/launch/local"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // testAgent is an in-process agent server on a socket in a temp dir, with the

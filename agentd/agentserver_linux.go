@@ -1,7 +1,7 @@
 // Package agentd is the workload's side of the "agent" adapter: the server
 // of aptl-launch-agent, which runs in the workload container (as root there),
 // accepts the sidecar's connections, starts each session's login shell on the
-// slave it receives (internal/login), and reports the exit over the protocol
+// slave it receives (launch/login), and reports the exit over the protocol
 // of internal/agentwire. The sidecar's side is launch/agentclient.
 package agentd
 
@@ -21,9 +21,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/ratelog"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 const (
@@ -94,7 +94,7 @@ type agentSession struct {
 
 // NewAgentServer checks cfg and returns a server. Like launch/local, the first
 // call makes signals this process ignores caught instead, so sessions start
-// with default dispositions (internal/login/sigdisp_linux.go).
+// with default dispositions (launch/login/sigdisp_linux.go).
 func NewAgentServer(cfg AgentConfig) (*AgentServer, error) {
 	if err := checkAgentConfig(cfg); err != nil {
 		return nil, err

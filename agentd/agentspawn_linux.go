@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // spawn checks a spawn frame, resolves the user in the workload's own passwd

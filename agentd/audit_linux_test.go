@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch/launchtest"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // TestMain makes the test binary host the login trampoline, as

@@ -26,7 +26,7 @@ import (
 // tmpfs, and a devpts instance of its own, as a workload container has. It
 // also ignores SIGINT and SIGQUIT, as a starter using `cmd &` does; the
 // agent must not pass that on to sessions, where ^C would then do nothing
-// (internal/login/sigdisp_linux.go).
+// (launch/login/sigdisp_linux.go).
 const nsAgentScript = `set -e
 hide=$1; shift
 mount -t tmpfs -o size=64k,mode=0700 aptl-hidden "$hide"

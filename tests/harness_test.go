@@ -19,10 +19,10 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/broker"
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/local"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // slowTests is set by .ci/run: suites that take tens of seconds (the 10 s

@@ -173,7 +173,7 @@ func testNoLeaksAfterSequentialSessions(t *testing.T, opts ...harnessOption) {
 	h := newHarness(t, opts...)
 	// 500 sessions with either adapter. Every session start now runs the
 	// login trampoline, a re-exec of the launcher's own binary
-	// (internal/login/trampoline_linux.go): on the local adapter that is
+	// (launch/login/trampoline_linux.go): on the local adapter that is
 	// this large test binary, about 45 ms a session here, so 2,000 took
 	// 89-102 s; the agent's small binary, 18 ms.
 	sessions := 60

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // TestMain makes the test binary host the login trampoline, as the

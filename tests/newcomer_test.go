@@ -109,7 +109,7 @@ func TestNewcomerDefaults(t *testing.T) {
 
 // TestServeClearsBlockedSignalMask starts the server with SIGUSR1, SIGUSR2
 // and SIGINT blocked, as some supervisors do: session processes must still
-// start with an empty signal mask (internal/login/sigmask_linux.go). The Go runtime unblocks the
+// start with an empty signal mask (launch/login/sigmask_linux.go). The Go runtime unblocks the
 // signals the server itself handles (SIGINT here), not the others, which a
 // session would otherwise inherit.
 func TestServeClearsBlockedSignalMask(t *testing.T) {

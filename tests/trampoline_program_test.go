@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // TestServerStartsSessionsThroughTrampolineProgram: built beside the server

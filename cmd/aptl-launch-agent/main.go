@@ -26,7 +26,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/agentd"
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
-	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // Exit codes; a usage error exits as aptl-kali-capture's do (cliconfig.ExitUsage).
@@ -42,7 +42,7 @@ const shutdownGrace = 5 * time.Second
 
 func main() {
 	// First: a process started as the login trampoline becomes a session's
-	// shell here (internal/login/trampoline_linux.go) and never returns.
+	// shell here (launch/login/trampoline_linux.go) and never returns.
 	login.TrampolineMain()
 	if err := login.EnsureEmptySigmask(); err != nil {
 		fmt.Fprintf(os.Stderr, "aptl-launch-agent: %v\n", err)

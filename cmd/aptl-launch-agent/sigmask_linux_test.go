@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // roleEnv selects the re-executed helper role of the test binary.

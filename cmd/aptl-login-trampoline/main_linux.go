@@ -2,7 +2,7 @@
 // local launch adapter, as a program of its own: the server starts it once
 // per session, with argv[0] aptl-login-trampoline and the session's command
 // on fd 3, and it gives the session its kernel audit session, becomes the
-// session's user and execs the login shell (internal/login/trampoline_linux.go).
+// session's user and execs the login shell (launch/login/trampoline_linux.go).
 //
 // Why a program of its own: the server can re-execute itself for this, but
 // it links the pcap witness, whose dependency fills 41 MB of tables at
@@ -16,7 +16,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/aptl/aptl-kali-capture/internal/login"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 func main() {

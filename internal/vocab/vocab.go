@@ -317,7 +317,7 @@ var GapReasons = []string{
 
 // Audit attribution (recorder/attribution.go): the session's kernel audit
 // session id, which the launcher set through the session process's loginuid
-// (internal/login/trampoline_linux.go), recorded once after the launch.
+// (launch/login/trampoline_linux.go), recorded once after the launch.
 const (
 	// TypeAuditSession is the record of the session's audit session.
 	TypeAuditSession = "audit-session"

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // Default bounds of the agent adapter's waits. Each is a failure deadline: a

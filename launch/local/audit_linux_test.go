@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/launch/launchtest"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // TestLocalAuditSession: a session the local adapter starts (through the

@@ -1,5 +1,5 @@
 // Package local is the "local" launch adapter: the session's login shell
-// runs in the sidecar's own namespaces (internal/login starts it).
+// runs in the sidecar's own namespaces (launch/login starts it).
 package local
 
 import (
@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // Local is the "local" adapter: the session process runs in the server's own

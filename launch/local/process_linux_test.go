@@ -14,10 +14,10 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/launchtest"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // launchPTY launches spec on a fresh PTY and returns the process, the slave's

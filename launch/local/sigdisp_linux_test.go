@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/internal/login"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
+	"github.com/aptl/aptl-kali-capture/launch/login"
 )
 
 // helperEnv selects the re-executed helper role of the test binary.

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/witness/witnessfs"
 )
 
 // A session's audit files: audit-000001.log, audit-000002.log, ... in

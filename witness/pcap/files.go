@@ -11,8 +11,8 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/witness/witnessfs"
 )
 
 // A session's pcap files: capture-000001.pcapng, capture-000002.pcapng, ...

@@ -11,8 +11,8 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/witness/witnessfs"
 )
 
 // Source is the pcap class for recorder.Options.Witnesses. Its engine is

@@ -11,8 +11,8 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/witness/witnessfs"
 )
 
 // tap is one session's share of the engine: it stores the packets whose

@@ -9,7 +9,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/internal/witnessfs"
+	"github.com/aptl/aptl-kali-capture/witness/witnessfs"
 )
 
 // blindEngine is an engine that cannot capture (its socket would not

@@ -470,7 +470,7 @@ func readProcU32(path string) (uint32, error) {
 // WARNING: this is where a trampolined session stops running as root.
 // Re-verify as root with:
 //
-//	go test -run 'TestTrampolineMatchesDirectStart|TestLocalRunsAsLoginUser' ./internal/login/ ./launch/local/
+//	go test -run 'TestTrampolineMatchesDirectStart|TestLocalRunsAsLoginUser' ./launch/login/ ./launch/local/
 func becomeSessionUser(spec trampolineSpec) error {
 	if c := spec.cred; c != nil {
 		groups := make([]int, len(c.Groups))

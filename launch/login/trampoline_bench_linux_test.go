@@ -15,7 +15,7 @@ import (
 // from RUSAGE_CHILDREN), which a loaded machine does not inflate. Compare
 // the two in the same run:
 //
-//	go test -run '^$' -bench SessionStart -count 6 ./internal/login/
+//	go test -run '^$' -bench SessionStart -count 6 ./launch/login/
 func BenchmarkSessionStart(b *testing.B) {
 	acct := Account{ID: launch.Identity{User: "self", UID: os.Geteuid(), GID: os.Getegid(), Home: "/", Shell: "/bin/true"}}
 	for _, mode := range []string{"direct", "trampoline"} {
