@@ -29,11 +29,11 @@ func TestInstanceForm(t *testing.T) {
 		t.Fatalf("empty probe-ok: %+v, %v", in, err)
 	}
 	raw := func(id string, pid uint32, started string) []byte {
-		var e encoder
-		e.str(id)
-		e.u32(pid)
-		e.str(started)
-		return e.b
+		e := NewEncoder(nil)
+		e.Str(id)
+		e.U32(pid)
+		e.Str(started)
+		return e.Bytes()
 	}
 	when := good.Started.Format(time.RFC3339Nano)
 	for _, tc := range []struct {

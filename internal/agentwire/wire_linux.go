@@ -423,29 +423,29 @@ const InstanceIDLen = 32
 // Reported says whether the body carried an instance.
 func (in Instance) Reported() bool { return in.ID != "" }
 
-func (e *encoder) instance(in Instance) {
-	e.str(in.ID)
-	e.u32(in.PID)
-	e.str(in.Started.UTC().Format(time.RFC3339Nano))
+func (e *Encoder) instance(in Instance) {
+	e.Str(in.ID)
+	e.U32(in.PID)
+	e.Str(in.Started.UTC().Format(time.RFC3339Nano))
 }
 
 // instance decodes an instance and checks its form: an id of InstanceIDLen
 // lowercase hex digits, a pid, an RFC 3339 time.
-func (d *decoder) instance() Instance {
-	in := Instance{ID: d.str(maxNameField), PID: d.u32()}
-	started := d.str(maxNameField)
+func (d *Decoder) instance() Instance {
+	in := Instance{ID: d.Str(maxNameField), PID: d.U32()}
+	started := d.Str(maxNameField)
 	if d.err != nil {
 		return Instance{}
 	}
 	t, err := time.Parse(time.RFC3339Nano, started)
 	switch {
 	case !isInstanceID(in.ID):
-		d.err = Protocolf("%s frame: instance id is not %d lowercase hex digits", d.what, InstanceIDLen)
+		d.fail("instance id is not %d lowercase hex digits", InstanceIDLen)
 	case in.PID == 0:
-		d.err = Protocolf("%s frame: instance pid 0", d.what)
+		d.fail("instance pid 0")
 	case err != nil || t.UTC().Format(time.RFC3339Nano) != started:
 		// One encoding per time: UTC, as the agent writes it.
-		d.err = Protocolf("%s frame: instance start time is not RFC 3339 in UTC", d.what)
+		d.fail("instance start time is not RFC 3339 in UTC")
 	}
 	in.Started = t.UTC()
 	return in
@@ -465,9 +465,9 @@ func isInstanceID(s string) bool {
 
 // EncodeProbeOK is a probe-ok body.
 func EncodeProbeOK(in Instance) []byte {
-	var e encoder
+	e := NewEncoder(nil)
 	e.instance(in)
-	return e.b
+	return e.Bytes()
 }
 
 // DecodeProbeOK accepts a probe-ok body with an instance, or an empty one
@@ -476,8 +476,8 @@ func DecodeProbeOK(b []byte) (Instance, error) {
 	if len(b) == 0 {
 		return Instance{}, nil
 	}
-	d := decoder{b: b, what: "probe-ok"}
-	return decoded(d.instance(), &d)
+	d := NewDecoder(b, "probe-ok frame")
+	return decoded(d.instance(), d)
 }
 
 type ExitMsg struct {
@@ -489,101 +489,101 @@ type ErrorMsg struct {
 }
 
 func (m SpawnMsg) Encode() []byte {
-	var e encoder
-	e.u32(m.Mode)
-	e.str(m.User)
-	e.str(m.Term)
-	e.str(m.Command)
-	e.u32(uint32(len(m.Env)))
+	e := NewEncoder(nil)
+	e.U32(m.Mode)
+	e.Str(m.User)
+	e.Str(m.Term)
+	e.Str(m.Command)
+	e.U32(uint32(len(m.Env)))
 	for _, kv := range m.Env {
-		e.str(kv)
+		e.Str(kv)
 	}
-	return e.b
+	return e.Bytes()
 }
 
 func DecodeSpawn(b []byte) (SpawnMsg, error) {
-	d := decoder{b: b, what: "spawn"}
-	m := SpawnMsg{Mode: d.u32(), User: d.str(maxNameField), Term: d.str(maxNameField), Command: d.str(maxCommandField)}
-	n := d.u32()
+	d := NewDecoder(b, "spawn frame")
+	m := SpawnMsg{Mode: d.U32(), User: d.Str(maxNameField), Term: d.Str(maxNameField), Command: d.Str(maxCommandField)}
+	n := d.U32()
 	if n > maxEnvEntries {
 		return SpawnMsg{}, Protocolf("spawn frame: %d env entries, at most %d", n, maxEnvEntries)
 	}
 	for i := uint32(0); i < n && d.err == nil; i++ {
-		m.Env = append(m.Env, d.str(maxEnvEntryField))
+		m.Env = append(m.Env, d.Str(maxEnvEntryField))
 	}
-	return decoded(m, &d)
+	return decoded(m, d)
 }
 
 func (m StartedMsg) Encode() []byte {
-	var e encoder
-	e.str(m.User)
-	e.u32(m.UID)
-	e.u32(m.GID)
-	e.str(m.Home)
-	e.str(m.Shell)
-	e.str(m.Note)
+	e := NewEncoder(nil)
+	e.Str(m.User)
+	e.U32(m.UID)
+	e.U32(m.GID)
+	e.Str(m.Home)
+	e.Str(m.Shell)
+	e.Str(m.Note)
 	if m.AuditReported { // an older agent's body ends with the note
-		e.u32(m.AuditSes)
-		e.str(m.AuditNote)
+		e.U32(m.AuditSes)
+		e.Str(m.AuditNote)
 		if m.Instance.Reported() {
 			e.instance(m.Instance)
 		}
 	}
-	return e.b
+	return e.Bytes()
 }
 
 // DecodeStarted accepts a started body with the audit fields and the
 // instance, with the audit fields only, or without either (older agents:
 // Instance.ID "", AuditReported false).
 func DecodeStarted(b []byte) (StartedMsg, error) {
-	d := decoder{b: b, what: "started"}
-	m := StartedMsg{User: d.str(maxNameField), UID: d.u32(), GID: d.u32(),
-		Home: d.str(MaxTextField), Shell: d.str(MaxTextField), Note: d.str(MaxTextField)}
+	d := NewDecoder(b, "started frame")
+	m := StartedMsg{User: d.Str(maxNameField), UID: d.U32(), GID: d.U32(),
+		Home: d.Str(MaxTextField), Shell: d.Str(MaxTextField), Note: d.Str(MaxTextField)}
 	if d.err == nil && len(d.b) != 0 {
-		m.AuditSes, m.AuditNote, m.AuditReported = d.u32(), d.str(MaxTextField), true
+		m.AuditSes, m.AuditNote, m.AuditReported = d.U32(), d.Str(MaxTextField), true
 	}
 	if d.err == nil && len(d.b) != 0 {
 		m.Instance = d.instance()
 	}
-	return decoded(m, &d)
+	return decoded(m, d)
 }
 
 func (m ExitMsg) Encode() []byte {
-	var e encoder
-	e.u32(m.Code)
-	e.u32(m.Signal)
-	e.u32(m.Core)
-	return e.b
+	e := NewEncoder(nil)
+	e.U32(m.Code)
+	e.U32(m.Signal)
+	e.U32(m.Core)
+	return e.Bytes()
 }
 
 func DecodeExit(b []byte) (ExitMsg, error) {
-	d := decoder{b: b, what: "exit"}
-	m := ExitMsg{Code: d.u32(), Signal: d.u32(), Core: d.u32()}
-	return decoded(m, &d)
+	d := NewDecoder(b, "exit frame")
+	m := ExitMsg{Code: d.U32(), Signal: d.U32(), Core: d.U32()}
+	return decoded(m, d)
 }
 
 func (m ErrorMsg) Encode() []byte {
-	var e encoder
-	e.str(m.Code)
-	e.str(Truncate(m.Message, MaxTextField))
-	return e.b
+	e := NewEncoder(nil)
+	e.Str(m.Code)
+	e.Str(Truncate(m.Message, MaxTextField))
+	return e.Bytes()
 }
 
 func DecodeError(b []byte) (ErrorMsg, error) {
-	d := decoder{b: b, what: "error"}
-	m := ErrorMsg{Code: d.str(maxNameField), Message: d.str(MaxTextField)}
-	return decoded(m, &d)
+	d := NewDecoder(b, "error frame")
+	m := ErrorMsg{Code: d.Str(maxNameField), Message: d.Str(MaxTextField)}
+	return decoded(m, d)
 }
 
 func EncodeSignal(name string) []byte {
-	var e encoder
-	e.str(name)
-	return e.b
+	e := NewEncoder(nil)
+	e.Str(name)
+	return e.Bytes()
 }
 
 func DecodeSignal(b []byte) (string, error) {
-	d := decoder{b: b, what: "signal"}
-	return decoded(d.str(maxNameField), &d)
+	d := NewDecoder(b, "signal frame")
+	return decoded(d.Str(maxNameField), d)
 }
 
 func Truncate(s string, n int) string {
@@ -593,67 +593,12 @@ func Truncate(s string, n int) string {
 	return s
 }
 
-type encoder struct{ b []byte }
-
-func (e *encoder) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
-
-func (e *encoder) str(s string) {
-	e.u32(uint32(len(s)))
-	e.b = append(e.b, s...)
-}
-
-// decoder reads fields in order; the first error sticks and later reads
-// return zero values, so a message is decoded in one expression and checked once.
-type decoder struct {
-	b    []byte
-	what string
-	err  error
-}
-
-func (d *decoder) u32() uint32 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 4 {
-		d.err = Protocolf("%s frame: body ends inside a field", d.what)
-		return 0
-	}
-	v := binary.BigEndian.Uint32(d.b)
-	d.b = d.b[4:]
-	return v
-}
-
-func (d *decoder) str(max int) string {
-	n := d.u32()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint32(max) {
-		d.err = Protocolf("%s frame: a field of %d bytes, at most %d", d.what, n, max)
-		return ""
-	}
-	if uint32(len(d.b)) < n {
-		d.err = Protocolf("%s frame: body ends inside a field", d.what)
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
 // decoded returns m when d read a whole, valid body, and the zero value
 // otherwise: a receiver never holds fields of a body it refused.
-func decoded[M any](m M, d *decoder) (M, error) {
-	if err := d.end(); err != nil {
+func decoded[M any](m M, d *Decoder) (M, error) {
+	if err := d.End(); err != nil {
 		var zero M
-		return zero, err
+		return zero, Protocolf("%v", err)
 	}
 	return m, nil
-}
-
-func (d *decoder) end() error {
-	if d.err == nil && len(d.b) != 0 {
-		d.err = Protocolf("%s frame: %d bytes after the last field", d.what, len(d.b))
-	}
-	return d.err
 }

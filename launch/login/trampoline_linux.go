@@ -53,6 +53,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 	"golang.org/x/sys/unix"
 )
 
@@ -628,46 +629,37 @@ func dedupEnv(env []string) ([]string, error) {
 	return out, nil
 }
 
-// The spec's encoding: a u32 BE length of the rest, then fields in order,
-// each a u32 BE or a string (u32 BE length, bytes): path, dir, loginuid,
-// argv (count, strings), env (count, strings), has-credential (0/1), and
-// with one uid, gid, no-setgroups (0/1), groups (count, u32s). Strings are
-// bytes: a non-UTF-8 command reaches the shell as the client sent it.
+// The spec's encoding, in the agent protocol's codec (internal/agentwire):
+// a u32 BE length of the rest, then fields in order: path, dir, loginuid,
+// argv (count, strings), env (count, strings), has-credential (a flag),
+// and with one uid, gid, no-setgroups (a flag), groups (count, u32s).
+// Strings are bytes: a non-UTF-8 command reaches the shell as the client
+// sent it.
 
 func encodeTrampolineSpec(s trampolineSpec) []byte {
-	b := make([]byte, 4, 256)
-	str := func(v string) { b = binary.BigEndian.AppendUint32(b, uint32(len(v))); b = append(b, v...) }
-	u32 := func(v uint32) { b = binary.BigEndian.AppendUint32(b, v) }
-	str(s.path)
-	str(s.dir)
-	u32(s.loginUID)
+	e := agentwire.NewEncoder(make([]byte, 4, 256))
+	e.Str(s.path)
+	e.Str(s.dir)
+	e.U32(s.loginUID)
 	for _, list := range [][]string{s.argv, s.env} {
-		u32(uint32(len(list)))
+		e.U32(uint32(len(list)))
 		for _, v := range list {
-			str(v)
+			e.Str(v)
 		}
 	}
-	if s.cred == nil {
-		u32(0)
-	} else {
-		u32(1)
-		u32(s.cred.Uid)
-		u32(s.cred.Gid)
-		u32(boolU32(s.cred.NoSetGroups))
-		u32(uint32(len(s.cred.Groups)))
+	e.Flag(s.cred != nil)
+	if s.cred != nil {
+		e.U32(s.cred.Uid)
+		e.U32(s.cred.Gid)
+		e.Flag(s.cred.NoSetGroups)
+		e.U32(uint32(len(s.cred.Groups)))
 		for _, g := range s.cred.Groups {
-			u32(g)
+			e.U32(g)
 		}
 	}
+	b := e.Bytes()
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	return b
-}
-
-func boolU32(v bool) uint32 {
-	if v {
-		return 1
-	}
-	return 0
 }
 
 // readTrampolineSpec reads one spec from r. Its source is the launcher, of
@@ -691,67 +683,28 @@ func readTrampolineSpec(r io.Reader) (trampolineSpec, error) {
 }
 
 func decodeTrampolineSpec(b []byte) (trampolineSpec, error) {
-	bad := false
-	u32 := func() uint32 {
-		if len(b) < 4 {
-			bad = true
-			return 0
-		}
-		v := binary.BigEndian.Uint32(b)
-		b = b[4:]
-		return v
-	}
-	str := func() string {
-		n := u32()
-		if bad || uint32(len(b)) < n {
-			bad = true
-			return ""
-		}
-		v := string(b[:n])
-		b = b[n:]
-		return v
-	}
+	d := agentwire.NewDecoder(b, "the command")
+	// Every field fits in the spec, which readTrampolineSpec bounds.
 	list := func() []string {
-		n := u32()
-		if bad || n > uint32(len(b))/4 { // every entry takes at least 4 bytes
-			bad = true
-			return nil
-		}
-		out := make([]string, 0, n)
-		for range n {
-			out = append(out, str())
+		var out []string
+		for n := d.Count(maxTrampolineSpec); n > 0; n-- {
+			out = append(out, d.Str(maxTrampolineSpec))
 		}
 		return out
 	}
-	// A flag is 0 or 1, as boolU32 writes it; anything else is not this
-	// format.
-	flag := func() bool {
-		v := u32()
-		if v > 1 {
-			bad = true
-		}
-		return v == 1
-	}
-	s := trampolineSpec{path: str(), dir: str(), loginUID: u32(), argv: list(), env: list()}
-	if flag() {
-		c := &syscall.Credential{Uid: u32(), Gid: u32(), NoSetGroups: flag()}
-		n := u32()
-		if bad || n > uint32(len(b))/4 {
-			bad = true
-		} else {
-			c.Groups = make([]uint32, n)
-			for i := range c.Groups {
-				c.Groups[i] = u32()
-			}
+	s := trampolineSpec{path: d.Str(maxTrampolineSpec), dir: d.Str(maxTrampolineSpec), loginUID: d.U32(), argv: list(), env: list()}
+	if d.Flag() {
+		c := &syscall.Credential{Uid: d.U32(), Gid: d.U32(), NoSetGroups: d.Flag()}
+		c.Groups = make([]uint32, d.Count(maxTrampolineSpec))
+		for i := range c.Groups {
+			c.Groups[i] = d.U32()
 		}
 		s.cred = c
 	}
-	switch {
-	case bad:
-		return trampolineSpec{}, errors.New("the command ends inside a field or holds a flag other than 0 or 1")
-	case len(b) != 0:
-		return trampolineSpec{}, errors.New("bytes after the command")
-	case !strings.HasPrefix(s.path, "/") || len(s.argv) == 0:
+	if err := d.End(); err != nil {
+		return trampolineSpec{}, err
+	}
+	if !strings.HasPrefix(s.path, "/") || len(s.argv) == 0 {
 		return trampolineSpec{}, errors.New("the command has no absolute path or no argv")
 	}
 	return s, nil
