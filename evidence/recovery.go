@@ -14,18 +14,6 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
-// Attributes of the recovery record (vocab.RecoveryFile) that say which
-// records no checkpoint covered before the crash: the restarted sidecar
-// signs them with the rest, though anyone with write access to the volume
-// could have appended them, so the record says which they were.
-const (
-	AttrLastSignedRecord = "last_signed_record" // seq of the last checkpoint, -1 for none
-	AttrUnsignedRecords  = "unsigned_records"   // "first-last", or "none"
-	// AttrNotRead names file tails the recovery did not read, being
-	// larger than the sidecar writes unsigned (MaxUnsignedTail).
-	AttrNotRead = "not_read"
-)
-
 // UnsignedRange names the records that chain but follow the last trusted
 // checkpoint, "first-last", or "none".
 func (r *Report) UnsignedRange() string {
@@ -87,7 +75,7 @@ func (v *verifier) checkRecovery() {
 		return
 	}
 	v.anomaly(KindRecovered, vocab.RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s; %s",
-		rec.Time.Format(time.RFC3339), unaccountedStatement(rec.Attrs), v.unsignedStatement(rec.Attrs[AttrUnsignedRecords]))
+		rec.Time.Format(time.RFC3339), unaccountedStatement(rec.Attrs), v.unsignedStatement(rec.Attrs[vocab.AttrUnsignedRecords]))
 }
 
 // statedTorn and tornAttrs put a recovery record's statement of the
@@ -113,11 +101,11 @@ func unaccountedStatement(a map[string]string) string {
 	if stated := statedTorn(a); stated != "none" {
 		parts = append(parts, "the log's last line is a record cut mid-write, "+stated)
 	}
-	if a["unaccounted_len"] != "" {
+	if a[vocab.AttrUnaccountedLen] != "" {
 		parts = append(parts, fmt.Sprintf("%s typescript bytes from offset %s are not covered by the log (sha256 %s)",
-			a["unaccounted_len"], a["unaccounted_off"], a["unaccounted_sha256"]))
+			a[vocab.AttrUnaccountedLen], a[vocab.AttrUnaccountedOff], a[vocab.AttrUnaccountedSHA256]))
 	}
-	if notRead := a[AttrNotRead]; notRead != "" {
+	if notRead := a[vocab.AttrNotRead]; notRead != "" {
 		parts = append(parts, "the restarted sidecar did not read the "+notRead)
 	}
 	return strings.Join(parts, "; ")

@@ -133,13 +133,13 @@ func scanCastHeader(tm io.Reader, path string) (castHeader, int64, error) {
 	if err != nil {
 		return h, 0, err
 	}
-	if n, err := strconv.Atoi(hs["COLUMNS"]); err == nil && n > 0 {
+	if n, err := strconv.Atoi(hs[vocab.ScriptColumns]); err == nil && n > 0 {
 		h.Width = n
 	}
-	if n, err := strconv.Atoi(hs["LINES"]); err == nil && n > 0 {
+	if n, err := strconv.Atoi(hs[vocab.ScriptLines]); err == nil && n > 0 {
 		h.Height = n
 	}
-	if t, err := time.Parse(scriptfmt.TimeLayout, hs["START_TIME"]); err == nil {
+	if t, err := time.Parse(scriptfmt.TimeLayout, hs[vocab.ScriptStartTime]); err == nil {
 		h.Timestamp = t.Unix()
 	}
 	if term := hs["TERM"]; term != "" {

@@ -18,18 +18,20 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
-// States of a listed session (Summary.State).
+// States of a listed session (Summary.State). ls reads a session without
+// verifying it, so its states are not verify's; the two it shares with
+// verify's statuses (in progress, unfinalized) are evidence's words.
 const (
 	// StateFinalized: the log has its close record.
 	StateFinalized = "finalized"
 	// StateInProgress: no close record yet, and a recorder holds the
 	// log's lock: a session still being recorded (Recording, the rule
 	// verify uses too).
-	StateInProgress = "in-progress"
+	StateInProgress = string(evidence.StatusInProgress)
 	// StateUnfinalized: no close record and no recorder holds the log: a
 	// session a crash left open that no restarted sidecar has recovered
 	// yet (or a copy taken before its close, where the lock cannot show).
-	StateUnfinalized = "unfinalized"
+	StateUnfinalized = string(evidence.StatusUnfinalized)
 	// StateRecovered: no close record, and a restarted sidecar wrote
 	// the recovery statement (vocab.RecoveryFile).
 	StateRecovered = "recovered"

@@ -331,15 +331,8 @@ func (s *Session) storable(p []byte) (stored, rest []byte) {
 
 var errNoSigner = errors.New("recorder: no signer for checkpoints")
 
-// ExactSuffix names the attribute that carries a value's exact bytes,
-// base64, beside a value that is not valid UTF-8. JSON would replace such
-// bytes with U+FFFD as an escape that the verifier's canonical re-encoding
-// does not reproduce (the record would not verify), and the record must
-// agree with the typescript header, which keeps the bytes (escaped).
-const ExactSuffix = "_b64"
-
 // withExactValues makes every value of a valid UTF-8 for display (invalid
-// bytes become U+FFFD) and adds name+ExactSuffix with the exact bytes
+// bytes become U+FFFD) and adds name+vocab.AttrExactSuffix with the exact bytes
 // beside each one it changed. It returns a.
 func withExactValues(a map[string]string) map[string]string {
 	var invalid []string
@@ -349,7 +342,7 @@ func withExactValues(a map[string]string) map[string]string {
 		}
 	}
 	for _, k := range invalid {
-		a[k+ExactSuffix] = base64.StdEncoding.EncodeToString([]byte(a[k]))
+		a[k+vocab.AttrExactSuffix] = base64.StdEncoding.EncodeToString([]byte(a[k]))
 		a[k] = strings.ToValidUTF8(a[k], "\uFFFD")
 	}
 	return a

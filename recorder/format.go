@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // Header is one provenance line written as `H <delay> NAME VALUE` in the timing file.
@@ -19,11 +20,11 @@ func (m Meta) start() scriptfmt.Start {
 // (term-utils/script.c, main), followed by the caller's extra headers. The
 // log names are relative so a session directory can be moved as a unit.
 func startHeaders(m Meta, wall time.Time) []Header {
-	hs := []Header{{Name: "START_TIME", Value: wall.Format(scriptfmt.TimeLayout)}}
+	hs := []Header{{Name: vocab.ScriptStartTime, Value: wall.Format(scriptfmt.TimeLayout)}}
 	if m.start().HasPTY() {
 		hs = appendNonEmpty(hs, "TERM", m.Term)
 		hs = appendNonEmpty(hs, "TTY", m.TTY)
-		hs = append(hs, Header{Name: "COLUMNS", Value: strconv.Itoa(m.Cols)}, Header{Name: "LINES", Value: strconv.Itoa(m.Rows)})
+		hs = append(hs, Header{Name: vocab.ScriptColumns, Value: strconv.Itoa(m.Cols)}, Header{Name: vocab.ScriptLines, Value: strconv.Itoa(m.Rows)})
 	}
 	hs = appendNonEmpty(hs, "SHELL", m.Shell)
 	hs = appendNonEmpty(hs, "COMMAND", m.Command)

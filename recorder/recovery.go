@@ -68,10 +68,10 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 		return fmt.Errorf("recorder: recover %s: no record checks out; nothing to continue", dir)
 	}
 	attrs := map[string]string{
-		vocab.AttrReason:              "the sidecar restarted before this session was finalized",
-		"last_record":                 strconv.FormatInt(last, 10),
-		evidence.AttrLastSignedRecord: strconv.FormatInt(rep.LastVerifiedSeq, 10),
-		evidence.AttrUnsignedRecords:  rep.UnsignedRange(),
+		vocab.AttrReason:           "the sidecar restarted before this session was finalized",
+		vocab.AttrLastRecord:       strconv.FormatInt(last, 10),
+		vocab.AttrLastSignedRecord: strconv.FormatInt(rep.LastVerifiedSeq, 10),
+		vocab.AttrUnsignedRecords:  rep.UnsignedRange(),
 	}
 	if err := tailAttrs(d, rep, attrs); err != nil {
 		return err
@@ -108,7 +108,7 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 // as they were when opened (regular files only, read no further). A file
 // that extends past the size the last trusted checkpoint states (rep) by
 // more than the sidecar writes unsigned (evidence.MaxUnsignedTail) is not
-// read: its size is stated and the excess is named (evidence.AttrNotRead),
+// read: its size is stated and the excess is named (vocab.AttrNotRead),
 // so a forger's sparse terabytes cost nothing.
 func tailAttrs(d *sessionDirs, rep *evidence.Report, into map[string]string) error {
 	dir := d.path
@@ -137,7 +137,7 @@ func tailAttrs(d *sessionDirs, rep *evidence.Report, into map[string]string) err
 		}
 	}
 	if len(notRead) > 0 {
-		into[evidence.AttrNotRead] = strings.Join(notRead, "; ")
+		into[vocab.AttrNotRead] = strings.Join(notRead, "; ")
 	}
 	return nil
 }
@@ -156,8 +156,8 @@ func digestForRecovery(data io.ReaderAt, n int64, typescript bool, off int64, su
 	}
 	tail := sha256.New()
 	m, err := io.Copy(tail, io.NewSectionReader(data, off, n-off))
-	into["unaccounted_off"] = strconv.FormatInt(off, 10)
-	into["unaccounted_len"] = strconv.FormatInt(m, 10)
-	into["unaccounted_sha256"] = hex.EncodeToString(tail.Sum(nil))
+	into[vocab.AttrUnaccountedOff] = strconv.FormatInt(off, 10)
+	into[vocab.AttrUnaccountedLen] = strconv.FormatInt(m, 10)
+	into[vocab.AttrUnaccountedSHA256] = hex.EncodeToString(tail.Sum(nil))
 	return err
 }

@@ -283,8 +283,8 @@ func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 		return fmt.Errorf("recorder: write typescript trailer: %w", err)
 	}
 	hs := []Header{
-		{Name: "DURATION", Value: string(scriptfmt.AppendSeconds(nil, s.elapsedAt(now)))},
-		{Name: "EXIT_CODE", Value: strconv.Itoa(exitCode)},
+		{Name: vocab.ScriptDuration, Value: string(scriptfmt.AppendSeconds(nil, s.elapsedAt(now)))},
+		{Name: vocab.ScriptExitCode, Value: strconv.Itoa(exitCode)},
 	}
 	closing := scriptfmt.AppendHeaders(nil, append(hs, extra...))
 	return s.withReserve(func() error { return s.writeTiming(closing) })

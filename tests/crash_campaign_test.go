@@ -308,7 +308,7 @@ func TestCrashCampaign(t *testing.T) {
 				if l := rec.Attrs["unaccounted_len"]; l != "" && l != "0" {
 					unaccounted++
 				}
-				if u := rec.Attrs[evidence.AttrUnsignedRecords]; u != "" && u != "none" {
+				if u := rec.Attrs[vocab.AttrUnsignedRecords]; u != "" && u != "none" {
 					unsigned++
 				}
 				n, problems := compareSnapshot(s.snap, after, recoveryAdds)

@@ -3,16 +3,19 @@ package agentwire
 import (
 	"fmt"
 	"strings"
+
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // The agent passes a session only the environment names in this fixed set,
-// whoever asks: the ids the broker validates (broker/policy.go), TERM, and
+// whoever asks: the ids the broker validates (broker/policy.go; their names are the
+// provenance headers' of internal/vocab), TERM, and
 // the locale and time zone names of the broker's default accept list. A
 // name outside it (LD_PRELOAD, BASH_ENV, ENV, PATH, ...) would let whoever
 // speaks for the sidecar choose what a root shell loads or runs before its
 // first prompt, so it is refused even from a trusted peer. The set is code,
 // not configuration: the wire carries no settings (wire_linux.go).
-var agentEnvNames = []string{"APTL_SESSION_ID", "APTL_RUN_ID", "APTL_TRACE_ID", "TERM", "LANG", "TZ"}
+var agentEnvNames = []string{vocab.HeaderSessionID, vocab.HeaderRunID, vocab.HeaderTraceID, "TERM", "LANG", "TZ"}
 
 // agentEnvPrefix is the one prefix in the set: the locale categories.
 const agentEnvPrefix = "LC_"

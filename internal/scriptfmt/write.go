@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // TimeLayout is script(1)'s strtime_iso(ISO_TIMESTAMP) form, used in the
@@ -85,9 +87,9 @@ func StartLine(s Start, wall time.Time) []byte {
 		if s.TTY != "" {
 			b = append(appendAttr(b, "TTY", s.TTY), ' ')
 		}
-		b = appendAttr(b, "COLUMNS", strconv.Itoa(s.Cols))
+		b = appendAttr(b, vocab.ScriptColumns, strconv.Itoa(s.Cols))
 		b = append(b, ' ')
-		b = appendAttr(b, "LINES", strconv.Itoa(s.Rows))
+		b = appendAttr(b, vocab.ScriptLines, strconv.Itoa(s.Rows))
 	} else {
 		b = append(b, "<not executed on terminal>"...)
 	}

@@ -235,6 +235,43 @@ const (
 	QueueLimitEngine  = "engine"
 )
 
+// Attributes of the recovery record (RecoveryFile): which record it
+// continues from, which records no checkpoint covered before the crash
+// (the restarted sidecar signs them with the rest, though anyone with
+// write access to the volume could have appended them, so the record says
+// which they were), the file tails it did not read, and the typescript
+// bytes no data record covers.
+const (
+	AttrLastRecord       = "last_record"        // seq of the last record that chains
+	AttrLastSignedRecord = "last_signed_record" // seq of the last checkpoint, -1 for none
+	AttrUnsignedRecords  = "unsigned_records"   // "first-last", or "none"
+	// AttrNotRead names file tails the recovery did not read, being
+	// larger than the sidecar writes unsigned.
+	AttrNotRead           = "not_read"
+	AttrUnaccountedOff    = "unaccounted_off"
+	AttrUnaccountedLen    = "unaccounted_len"
+	AttrUnaccountedSHA256 = "unaccounted_sha256"
+)
+
+// AttrExactSuffix names the attribute that carries a value's exact bytes,
+// base64, beside a value that is not valid UTF-8 (attribute name +
+// AttrExactSuffix). JSON would replace such bytes with U+FFFD as an escape
+// that the verifier's canonical re-encoding does not reproduce (the record
+// would not verify), and the record must agree with the typescript header,
+// which keeps the bytes (escaped).
+const AttrExactSuffix = "_b64"
+
+// script(1)'s own header names: the typescript's start line and the
+// timing file's H lines carry them (START_TIME, COLUMNS, LINES at the
+// start; DURATION and EXIT_CODE on the done line).
+const (
+	ScriptStartTime = "START_TIME"
+	ScriptColumns   = "COLUMNS"
+	ScriptLines     = "LINES"
+	ScriptDuration  = "DURATION"
+	ScriptExitCode  = "EXIT_CODE"
+)
+
 // The recovery record's statement of a log whose last line a crash cut
 // mid-write (the examiner's Report.TornLog): where it starts, its length
 // and its digest. Absent when the log ends in a whole record.

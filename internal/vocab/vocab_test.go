@@ -1,4 +1,4 @@
-package vocab
+package vocab_test
 
 import (
 	"regexp"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 func readmeTable(t *testing.T, heading string) [][]string {
@@ -32,18 +33,18 @@ func TestReadmeListsTheVocabulary(t *testing.T) {
 	for _, row := range readmeTable(t, "### Provenance headers") {
 		hs := names(row[0])
 		headers = append(headers, hs...)
-		if slices.Contains(hs, HeaderCloseReason) {
+		if slices.Contains(hs, vocab.HeaderCloseReason) {
 			reasons = names(row[1])
 		}
 	}
-	sameSet(t, "provenance headers", headers, Headers)
-	sameSet(t, "close reasons ("+HeaderCloseReason+" row)", reasons, CloseReasons)
+	sameSet(t, "provenance headers", headers, vocab.Headers)
+	sameSet(t, "close reasons ("+vocab.HeaderCloseReason+" row)", reasons, vocab.CloseReasons)
 
 	var types []string
 	for _, row := range readmeTable(t, "### Integrity log and verification") {
 		types = append(types, names(row[0])...)
 	}
-	sameSet(t, "integrity record types", types, RecordTypes)
+	sameSet(t, "integrity record types", types, vocab.RecordTypes)
 }
 
 // TestReadmeListsTheGapReasons holds the README's gap row to every gap
@@ -53,7 +54,7 @@ func TestReadmeListsTheVocabulary(t *testing.T) {
 func TestReadmeListsTheGapReasons(t *testing.T) {
 	var row []string
 	for _, r := range readmeTable(t, "### Integrity log and verification") {
-		if slices.Equal(names(r[0]), []string{TypeGap}) {
+		if slices.Equal(names(r[0]), []string{vocab.TypeGap}) {
 			row = names(r[1])
 		}
 	}
@@ -66,7 +67,7 @@ func TestReadmeListsTheGapReasons(t *testing.T) {
 			listed = append(listed, n)
 		}
 	}
-	sameSet(t, "gap reasons (gap row)", listed, GapReasons)
+	sameSet(t, "gap reasons (gap row)", listed, vocab.GapReasons)
 }
 
 var reasonLike = regexp.MustCompile(`^[a-z]+(-[a-z]+)+$`)
@@ -76,7 +77,7 @@ var reasonLike = regexp.MustCompile(`^[a-z]+(-[a-z]+)+$`)
 func TestReadmeListsTheUnattributedReasons(t *testing.T) {
 	var listed []string
 	for _, r := range readmeTable(t, "### Integrity log and verification") {
-		if slices.Equal(names(r[0]), []string{TypeUnattributed}) {
+		if slices.Equal(names(r[0]), []string{vocab.TypeUnattributed}) {
 			for _, n := range names(r[1]) {
 				if reasonLike.MatchString(n) && !slices.Contains(listed, n) {
 					listed = append(listed, n)
@@ -84,5 +85,5 @@ func TestReadmeListsTheUnattributedReasons(t *testing.T) {
 			}
 		}
 	}
-	sameSet(t, "unattributed reasons (unattributed row)", listed, UnattributedReasons)
+	sameSet(t, "unattributed reasons (unattributed row)", listed, vocab.UnattributedReasons)
 }
