@@ -13,6 +13,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 	"github.com/aptl/aptl-kali-capture/witness/witnessfs"
 )
 
@@ -87,7 +88,7 @@ func recordAudit(t *testing.T, lines string) string {
 func recordWith(t *testing.T, w recorder.WitnessSource, bind func(*recorder.Session) error) string {
 	t.Helper()
 	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-1", SessionID: "aud", TTY: "/dev/pts/3"},
-		recorder.Options{Signer: signer(t), Witnesses: []recorder.WitnessSource{w}})
+		recorder.Options{Signer: recordertest.Signer(), Witnesses: []recorder.WitnessSource{w}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestAuditTerminalCrossCheck(t *testing.T) {
 			map[string]int64{"(unreadable)": 1}, false, nil, []evidence.Kind{evidence.NoteAuditOtherTTY}, "other than the session's"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			rep := evidence.Verify(recordAudit(t, tt.lines), evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+			rep := evidence.Verify(recordAudit(t, tt.lines), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 			anomalies, notes := kinds(rep)
 			if !slices.Equal(anomalies, tt.anomalies) || !slices.Equal(notes, tt.notes) {
 				t.Fatalf("anomalies %v, notes %v; want %v and %v (%v %v)", anomalies, notes, tt.anomalies, tt.notes, rep.Anomalies, rep.Notes)
@@ -195,7 +196,7 @@ func TestAuditTerminalsOnlyFromVerifiedFiles(t *testing.T) {
 	if err := os.WriteFile(path, []byte(syscallLine(1, "pts9", "8")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rep := evidence.Verify(dir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	anomalies, notes := kinds(rep)
 	if !slices.Contains(anomalies, evidence.KindFileDigestMismatch) || slices.Contains(anomalies, evidence.KindAuditForeignSes) || len(notes) != 0 {
 		t.Errorf("altered file: anomalies %v notes %v; want a digest mismatch and nothing read from it", anomalies, notes)

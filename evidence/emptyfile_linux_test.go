@@ -5,6 +5,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // emptyPcap is the packet witness's file on a volume that refused its
@@ -23,13 +24,13 @@ func emptyPcap(claimed int64) oneFileWitness {
 func TestEmptyWitnessFileHoldsNothing(t *testing.T) {
 	for _, w := range []oneFileWitness{emptyPcap(0), auditLines("")} {
 		t.Run(w.class, func(t *testing.T) {
-			rep := evidence.Verify(recordWith(t, w, nil), evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+			rep := evidence.Verify(recordWith(t, w, nil), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 			if !rep.OK() || len(rep.Anomalies) > 0 {
 				t.Fatalf("an empty %s file its record counts as empty: OK=%v anomalies %v", w.class, rep.OK(), rep.Anomalies)
 			}
 		})
 	}
-	rep := evidence.Verify(recordWith(t, emptyPcap(0), nil), evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rep := evidence.Verify(recordWith(t, emptyPcap(0), nil), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	if rep.Pcap == nil || rep.Pcap.Files != 1 || rep.Pcap.Packets != 0 {
 		t.Fatalf("pcap report %+v, want one vouched-for file of 0 packets", rep.Pcap)
 	}
@@ -39,7 +40,7 @@ func TestEmptyWitnessFileHoldsNothing(t *testing.T) {
 // of no bytes is a count mismatch, so the empty case is not a way around
 // the count.
 func TestEmptyWitnessFileClaimedFull(t *testing.T) {
-	rep := evidence.Verify(recordWith(t, emptyPcap(3), nil), evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rep := evidence.Verify(recordWith(t, emptyPcap(3), nil), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	if rep.OK() {
 		t.Fatal("a record counting 3 packets in an empty file verified OK")
 	}

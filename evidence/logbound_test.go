@@ -11,6 +11,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // TestHugeSingleLineLogIsBounded verifies a session whose log is one
@@ -46,7 +47,7 @@ func TestHugeSingleLineLogIsBounded(t *testing.T) {
 		return after.TotalAlloc - before.TotalAlloc
 	}
 	var rep *evidence.Report
-	if n := allocated(func() { rep = evidence.Verify(dir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{}) }); n > 32<<20 {
+	if n := allocated(func() { rep = evidence.Verify(dir, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{}) }); n > 32<<20 {
 		t.Errorf("Verify allocated %d MiB for a %d MiB single-line log", n>>20, size>>20)
 	}
 	if rep.OK() || !strings.Contains(rep.Anomalies[0].Msg, "longer than") {

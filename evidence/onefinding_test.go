@@ -11,6 +11,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // recordLong records a finalized session whose typescript spans several
@@ -19,7 +20,7 @@ import (
 // where the first byte of each marker lies in the typescript.
 func recordLong(t *testing.T) (dir string, ts []byte) {
 	t.Helper()
-	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-1", SessionID: "long"}, recorder.Options{Signer: signer(t)})
+	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-1", SessionID: "long"}, recorder.Options{Signer: recordertest.Signer()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func flip(t *testing.T, dir, name string, off int64) {
 // the close record found: the session is finalized and tampered.
 func TestOneFlippedByteIsOneFinding(t *testing.T) {
 	dir, ts := recordLong(t)
-	if rep := evidence.Verify(dir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{}); !rep.OK() || rep.Signed < 3 {
+	if rep := evidence.Verify(dir, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{}); !rep.OK() || rep.Signed < 3 {
 		t.Fatalf("the intact session: OK %v, %d checkpoints, anomalies %v", rep.OK(), rep.Signed, rep.Anomalies)
 	}
 	header := int64(bytes.IndexByte(ts, '\n'))
@@ -115,7 +116,7 @@ func TestOneFlippedByteIsOneFinding(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			d := copyDir(t, dir)
 			flip(t, d, c.file, c.off)
-			rep := evidence.Verify(d, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+			rep := evidence.Verify(d, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 			if len(rep.Anomalies) != 1 {
 				t.Fatalf("%d anomalies, want 1: %v", len(rep.Anomalies), rep.Anomalies)
 			}
@@ -135,14 +136,14 @@ func TestOneFlippedByteIsOneFinding(t *testing.T) {
 // Once no recorder holds it, or after the close, the same line is a
 // truncated record.
 func TestTornLineOfALiveSession(t *testing.T) {
-	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-1", SessionID: "torn"}, recorder.Options{Signer: signer(t), Sync: recorder.SyncStrict})
+	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-1", SessionID: "torn"}, recorder.Options{Signer: recordertest.Signer(), Sync: recorder.SyncStrict})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Output([]byte("hello\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	if rep.Status != evidence.StatusInProgress || len(rep.Anomalies) != 0 || rep.LastVerifiedSeq < 0 || !evidence.Recording(s.Dir()) {
 		t.Fatalf("while recording: status %s, last signed record %d, anomalies %v", rep.Status, rep.LastVerifiedSeq, rep.Anomalies)
 	}
@@ -163,7 +164,7 @@ func TestTornLineOfALiveSession(t *testing.T) {
 		}
 	}
 	torn()
-	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted(t)}, evidence.Options{}); rep.Status != evidence.StatusInProgress || len(rep.Anomalies) != 0 {
+	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{}); rep.Status != evidence.StatusInProgress || len(rep.Anomalies) != 0 {
 		t.Errorf("a line being written while recording: status %s, anomalies %v; want in progress", rep.Status, rep.Anomalies)
 	}
 	if err := os.Truncate(logPath, st.Size()); err != nil {
@@ -172,17 +173,17 @@ func TestTornLineOfALiveSession(t *testing.T) {
 	if err := s.Close(0); err != nil {
 		t.Fatal(err)
 	}
-	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted(t)}, evidence.Options{}); rep.Status != evidence.StatusOK || evidence.Recording(s.Dir()) {
+	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{}); rep.Status != evidence.StatusOK || evidence.Recording(s.Dir()) {
 		t.Fatalf("after the close: status %s, anomalies %v", rep.Status, rep.Anomalies)
 	}
 	torn()
-	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted(t)}, evidence.Options{}); rep.Status != evidence.StatusTampered {
+	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{}); rep.Status != evidence.StatusTampered {
 		t.Errorf("a torn last line nobody is writing: status %s, want tampered", rep.Status)
 	}
 	if err := unix.Flock(int(log.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
-	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted(t)}, evidence.Options{}); rep.Status != evidence.StatusTampered {
+	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{}); rep.Status != evidence.StatusTampered {
 		t.Errorf("a line after the close and its checkpoint, lock held: status %s, want tampered", rep.Status)
 	}
 }

@@ -424,11 +424,6 @@ func (v *verifier) checkOpen(r *integrity.Record, off int64) bool {
 // maxHeaderLen bounds the typescript header line the open record may claim.
 const maxHeaderLen = 1 << 20
 
-// KaliSideDir is the folder of a run's sessions in the lab's harvest,
-// <run-dir>/kali-side/<session_id>: a session folder held by it is in
-// place, as one held by its run's folder is (checkPlacement).
-const KaliSideDir = "kali-side"
-
 // checkPlacement compares the ids in the open record with the folders the
 // session lies in: <root>/<run_id>/<session_id> as serve writes it, or a
 // harvest's kali-side/<session_id>. The ids are the signed record's; a
@@ -443,7 +438,7 @@ func (v *verifier) checkPlacement() {
 	if base := filepath.Base(dir); base != v.rep.SessionID {
 		v.note(NoteFolderName, "the record is of session %q; the folder is named %q", v.rep.SessionID, base)
 	}
-	if parent := filepath.Base(filepath.Dir(dir)); parent != v.rep.RunID && parent != KaliSideDir {
+	if parent := filepath.Base(filepath.Dir(dir)); parent != v.rep.RunID && parent != vocab.KaliSideDir {
 		v.note(NoteRunFolderName, "the record is of run %q; the folder holding the session is named %q", v.rep.RunID, parent)
 	}
 }

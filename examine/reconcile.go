@@ -121,7 +121,7 @@ func VerifyRun(runDir string, keys evidence.Keys, opts evidence.Options) *RunRep
 	tees := map[string]string{}
 	sessionsRel := ""
 	if rr.Layout == LayoutHarvest {
-		tees, sessionsRel = rr.listTees(), evidence.KaliSideDir
+		tees, sessionsRel = rr.listTees(), vocab.KaliSideDir
 	}
 	sessions := filepath.Join(runDir, sessionsRel)
 	entries, err := readRunDir(runDir, sessionsRel)
@@ -173,7 +173,7 @@ func VerifyRun(runDir string, keys evidence.Keys, opts evidence.Options) *RunRep
 // is: a link there is reported when it is read) from a run folder as
 // serve writes it.
 func runLayout(runDir string) string {
-	for _, name := range []string{evidence.KaliSideDir, "mcp-side"} {
+	for _, name := range []string{vocab.KaliSideDir, "mcp-side"} {
 		if _, err := os.Lstat(filepath.Join(runDir, name)); err == nil {
 			return LayoutHarvest
 		}

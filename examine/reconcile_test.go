@@ -12,104 +12,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-
-	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/examine"
-	"github.com/aptl/aptl-kali-capture/internal/testutil"
-	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // The package's external tests: they record real sessions with package
 // recorder, which imports integrity.
-
-var (
-	reconcileSignerOnce sync.Once
-	reconcileSigner     gossh.Signer
-)
-
-// signer is the sidecar host key of these tests: a fresh ed25519 key.
-func signer(t *testing.T) gossh.Signer {
-	t.Helper()
-	reconcileSignerOnce.Do(func() {
-		reconcileSigner = testutil.NewSigner()
-	})
-	return reconcileSigner
-}
-
-// sessionSpec is what a recorded session saw, in order.
-type sessionSpec struct {
-	id       string
-	steps    []chunk
-	maxBytes int64
-	// deliveredOut and deliveredErr are the counts the close record
-	// carries; -1 leaves the header out.
-	deliveredOut, deliveredErr int64
-}
-
-type chunk struct {
-	stream string // vocab.StreamIn, vocab.StreamOut or vocab.StreamErr
-	p      string
-}
-
-// recordSession records spec with the real recorder under a scratch root
-// and moves the session into runDir/kali-side, as the lab's harvest does.
-// It returns the concatenated output and stderr bytes.
-// newRunDir is a harvested run's directory, named after the run id the
-// sessions are recorded under.
-func newRunDir(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "run-1")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-func recordSession(t *testing.T, runDir string, spec sessionSpec) (out, errOut []byte) {
-	t.Helper()
-	root := t.TempDir()
-	s, err := recorder.Create(root, recorder.Meta{RunID: "run-1", SessionID: spec.id},
-		recorder.Options{Signer: signer(t), MaxBytes: spec.maxBytes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range spec.steps {
-		switch c.stream {
-		case vocab.StreamIn:
-			err = s.Input([]byte(c.p))
-		case vocab.StreamOut:
-			err, out = s.Output([]byte(c.p)), append(out, c.p...)
-		case vocab.StreamErr:
-			err, errOut = s.Stderr([]byte(c.p)), append(errOut, c.p...)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	var hs []recorder.Header
-	if spec.deliveredOut >= 0 {
-		hs = append(hs, recorder.Header{Name: "APTL_BYTES_DELIVERED", Value: strconv.FormatInt(spec.deliveredOut, 10)})
-	}
-	if spec.deliveredErr >= 0 {
-		hs = append(hs, recorder.Header{Name: "APTL_BYTES_DELIVERED_STDERR", Value: strconv.FormatInt(spec.deliveredErr, 10)})
-	}
-	if err := s.Close(0, hs...); err != nil {
-		t.Fatal(err)
-	}
-	kali := filepath.Join(runDir, "kali-side")
-	if err := os.MkdirAll(kali, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(s.Dir(), filepath.Join(kali, spec.id)); err != nil {
-		t.Fatal(err)
-	}
-	return out, errOut
-}
 
 // teeEntry is one line the tool server logs.
 type teeEntry struct {
@@ -157,18 +69,6 @@ func writeTeeText(t *testing.T, runDir, id, text string) string {
 	return path
 }
 
-func trusted(t *testing.T) []gossh.PublicKey { return []gossh.PublicKey{signer(t).PublicKey()} }
-
-// ptySpec is an interactive session: output around some input.
-func ptySpec(id string) sessionSpec {
-	return sessionSpec{id: id, deliveredOut: -1, deliveredErr: -1, steps: []chunk{
-		{vocab.StreamOut, "$ "},
-		{vocab.StreamIn, "ls -l\r"},
-		{vocab.StreamOut, "ls -l\r\ntotal 0\r\n"},
-		{vocab.StreamOut, "-rw-r--r-- 1 kali kali 0 notes.txt\r\n$ "},
-	}}
-}
-
 func insertAt(p []byte, i int, b byte) []byte {
 	return append(append(append([]byte{}, p[:i]...), b), p[i:]...)
 }
@@ -182,7 +82,7 @@ func changeAt(p []byte, i int, b byte) []byte {
 }
 
 func TestReconcileRun(t *testing.T) {
-	spec := ptySpec("sess-1")
+	spec := recordertest.PTYSpec("sess-1")
 	tests := []struct {
 		name string
 		tee  func(out []byte) []teeEntry
@@ -205,13 +105,13 @@ func TestReconcileRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runDir := newRunDir(t)
-			out, _ := recordSession(t, runDir, spec)
+			runDir := recordertest.NewRunDir(t)
+			out, _ := recordertest.Record(t, runDir, spec)
 			if len(out) != 56 {
 				t.Fatalf("recorded %d output bytes; the cases assume 56", len(out))
 			}
-			tee := writeTee(t, runDir, spec.id, tt.tee(out)...)
-			if sr := reconcileAndCheck(t, runDir, spec.id, tee, tt.want, tt.off); sr.Tee != tee {
+			tee := writeTee(t, runDir, spec.ID, tt.tee(out)...)
+			if sr := reconcileAndCheck(t, runDir, spec.ID, tee, tt.want, tt.off); sr.Tee != tee {
 				t.Errorf("Tee = %q, want %q", sr.Tee, tee)
 			}
 		})
@@ -223,7 +123,7 @@ func TestReconcileRun(t *testing.T) {
 // (want "": nothing).
 func reconcileAndCheck(t *testing.T, runDir, id, tee, want string, off int64) *examine.SessionReconciliation {
 	t.Helper()
-	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	sr := oneSession(t, rr, id)
 	if !sr.Report.OK() {
 		t.Fatalf("session does not verify: %v", sr.Report.Anomalies)
@@ -271,10 +171,10 @@ func checkOne(t *testing.T, rr *examine.RunReport, sr *examine.SessionReconcilia
 // and stderr are compared apart, each truncated to what the client's
 // channel accepted.
 func TestReconcileStderrAndDelivered(t *testing.T) {
-	spec := sessionSpec{id: "exec-1", deliveredOut: 10, deliveredErr: 9, steps: []chunk{
-		{vocab.StreamOut, "line one\n"},
-		{vocab.StreamErr, "warning: x\n"},
-		{vocab.StreamOut, "line two\n"},
+	spec := recordertest.Spec{ID: "exec-1", DeliveredOut: 10, DeliveredErr: 9, Steps: []recordertest.Chunk{
+		recordertest.Out("line one\n"),
+		recordertest.Err("warning: x\n"),
+		recordertest.Out("line two\n"),
 	}}
 	tests := []struct {
 		name    string
@@ -292,10 +192,10 @@ func TestReconcileStderrAndDelivered(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runDir := newRunDir(t)
-			out, errOut := recordSession(t, runDir, spec)
-			tee := writeTee(t, runDir, spec.id, teeEntry{"err", tt.er(out, errOut)}, teeEntry{"out", tt.out(out, errOut)})
-			reconcileAndCheck(t, runDir, spec.id, tee, tt.want, tt.off)
+			runDir := recordertest.NewRunDir(t)
+			out, errOut := recordertest.Record(t, runDir, spec)
+			tee := writeTee(t, runDir, spec.ID, teeEntry{"err", tt.er(out, errOut)}, teeEntry{"out", tt.out(out, errOut)})
+			reconcileAndCheck(t, runDir, spec.ID, tee, tt.want, tt.off)
 		})
 	}
 }
@@ -303,9 +203,9 @@ func TestReconcileStderrAndDelivered(t *testing.T) {
 // TestReconcileUnstored: past the size cap the sidecar keeps only a digest;
 // the tee's bytes are checked against it.
 func TestReconcileUnstored(t *testing.T) {
-	spec := sessionSpec{id: "capped", maxBytes: 8, deliveredOut: 24, deliveredErr: -1, steps: []chunk{
-		{vocab.StreamOut, "0123456789abcdef"},
-		{vocab.StreamOut, "ghijklmn"},
+	spec := recordertest.Spec{ID: "capped", MaxBytes: 8, DeliveredOut: 24, DeliveredErr: -1, Steps: []recordertest.Chunk{
+		recordertest.Out("0123456789abcdef"),
+		recordertest.Out("ghijklmn"),
 	}}
 	tests := []struct {
 		name string
@@ -321,18 +221,18 @@ func TestReconcileUnstored(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runDir := newRunDir(t)
-			out, _ := recordSession(t, runDir, spec)
-			tee := writeTee(t, runDir, spec.id, teeEntry{"out", tt.tee(out)})
-			reconcileAndCheck(t, runDir, spec.id, tee, tt.want, tt.off)
+			runDir := recordertest.NewRunDir(t)
+			out, _ := recordertest.Record(t, runDir, spec)
+			tee := writeTee(t, runDir, spec.ID, teeEntry{"out", tt.tee(out)})
+			reconcileAndCheck(t, runDir, spec.ID, tee, tt.want, tt.off)
 		})
 	}
 }
 
 func TestReconcileMalformedTee(t *testing.T) {
-	spec := ptySpec("sess-1")
-	runDir := newRunDir(t)
-	out, _ := recordSession(t, runDir, spec)
+	spec := recordertest.PTYSpec("sess-1")
+	runDir := recordertest.NewRunDir(t)
+	out, _ := recordertest.Record(t, runDir, spec)
 	good := func(p []byte) string {
 		return `{"ts": 1767225600000, "dir": "out", "b64": "` + base64.StdEncoding.EncodeToString(p) + `"}` + "\n"
 	}
@@ -344,9 +244,9 @@ func TestReconcileMalformedTee(t *testing.T) {
 		`{"dir": "out", "b64": ""}` + "\n",
 		good(out[30:]),
 	}
-	tee := writeTeeText(t, runDir, spec.id, strings.Join(lines, ""))
-	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
-	sr := oneSession(t, rr, spec.id)
+	tee := writeTeeText(t, runDir, spec.ID, strings.Join(lines, ""))
+	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
+	sr := oneSession(t, rr, spec.ID)
 	if rr.OK() {
 		t.Error("run with a malformed tee reported OK")
 	}
@@ -367,16 +267,16 @@ func TestReconcileMalformedTee(t *testing.T) {
 }
 
 func TestReconcileRunLayout(t *testing.T) {
-	runDir := newRunDir(t)
-	out, _ := recordSession(t, runDir, ptySpec("teed"))
-	recordSession(t, runDir, ptySpec("not-teed"))
+	runDir := recordertest.NewRunDir(t)
+	out, _ := recordertest.Record(t, runDir, recordertest.PTYSpec("teed"))
+	recordertest.Record(t, runDir, recordertest.PTYSpec("not-teed"))
 	writeTee(t, runDir, "teed", teeEntry{"out", out})
 	orphan := writeTee(t, runDir, "orphan", teeEntry{"out", []byte("hello")})
 	if err := os.WriteFile(filepath.Join(runDir, "mcp-side", "sessions", "README"), nil, 0o600); err != nil {
 		t.Fatal(err) // not a tee: no .jsonl suffix
 	}
 
-	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	if rr.OK() {
 		t.Error("run with an orphan tee reported OK")
 	}
@@ -396,10 +296,10 @@ func TestReconcileRunLayout(t *testing.T) {
 	}
 
 	os.Remove(orphan)
-	if rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{}); !rr.OK() {
+	if rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{}); !rr.OK() {
 		t.Errorf("without the orphan: not OK: %v", rr.Anomalies)
 	}
-	if rr := examine.VerifyRun(t.TempDir(), evidence.Keys{Trusted: trusted(t)}, evidence.Options{}); rr.OK() || len(rr.Anomalies) != 1 {
+	if rr := examine.VerifyRun(t.TempDir(), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{}); rr.OK() || len(rr.Anomalies) != 1 {
 		t.Errorf("empty run dir: OK %v, anomalies %v; want the missing kali-side reported", rr.OK(), rr.Anomalies)
 	}
 }
@@ -407,8 +307,8 @@ func TestReconcileRunLayout(t *testing.T) {
 // TestReconcileTamperedSession: bytes of a session whose log does not
 // verify are not used as evidence of delivery.
 func TestReconcileTamperedSession(t *testing.T) {
-	runDir := newRunDir(t)
-	out, _ := recordSession(t, runDir, ptySpec("sess-1"))
+	runDir := recordertest.NewRunDir(t)
+	out, _ := recordertest.Record(t, runDir, recordertest.PTYSpec("sess-1"))
 	writeTee(t, runDir, "sess-1", teeEntry{"out", out})
 	ts := filepath.Join(runDir, "kali-side", "sess-1", "pty", "typescript")
 	b, err := os.ReadFile(ts)
@@ -420,7 +320,7 @@ func TestReconcileTamperedSession(t *testing.T) {
 	if err := os.WriteFile(ts, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	sr := oneSession(t, rr, "sess-1")
 	if rr.OK() || sr.Report.OK() {
 		t.Fatal("tampered session reported OK")
@@ -447,8 +347,8 @@ func TestReconcileLarge(t *testing.T) {
 			p[i][j] = byte(x)
 		}
 	}
-	spec := sessionSpec{id: "big", deliveredOut: -1, deliveredErr: -1, steps: []chunk{
-		{vocab.StreamOut, string(p[0])}, {vocab.StreamIn, "q"}, {vocab.StreamOut, string(p[1])}, {vocab.StreamOut, string(p[2])},
+	spec := recordertest.Spec{ID: "big", DeliveredOut: -1, DeliveredErr: -1, Steps: []recordertest.Chunk{
+		recordertest.Out(string(p[0])), recordertest.In("q"), recordertest.Out(string(p[1])), recordertest.Out(string(p[2])),
 	}}
 	tests := []struct {
 		name string
@@ -466,10 +366,10 @@ func TestReconcileLarge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runDir := newRunDir(t)
-			out, _ := recordSession(t, runDir, spec)
-			tee := writeTeeLines(t, runDir, spec.id, 4093, teeEntry{"out", tt.tee(out)})
-			reconcileAndCheck(t, runDir, spec.id, tee, tt.want, tt.off)
+			runDir := recordertest.NewRunDir(t)
+			out, _ := recordertest.Record(t, runDir, spec)
+			tee := writeTeeLines(t, runDir, spec.ID, 4093, teeEntry{"out", tt.tee(out)})
+			reconcileAndCheck(t, runDir, spec.ID, tee, tt.want, tt.off)
 		})
 	}
 }
@@ -478,19 +378,19 @@ func TestReconcileLarge(t *testing.T) {
 // id, harvested among this run's sessions, is reported; a run folder
 // renamed as a whole verifies as the run its records name, with a note.
 func TestReconcileSessionFromAnotherRun(t *testing.T) {
-	runDir := newRunDir(t)
-	recordSession(t, runDir, ptySpec("sess-1"))
-	recordSession(t, runDir, ptySpec("sess-2"))
+	runDir := recordertest.NewRunDir(t)
+	recordertest.Record(t, runDir, recordertest.PTYSpec("sess-1"))
+	recordertest.Record(t, runDir, recordertest.PTYSpec("sess-2"))
 	renamed := filepath.Join(filepath.Dir(runDir), "copy-of-run")
 	if err := os.Rename(runDir, renamed); err != nil {
 		t.Fatal(err)
 	}
-	rr := examine.VerifyRun(renamed, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rr := examine.VerifyRun(renamed, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	if !rr.OK() || rr.RunID != "run-1" || len(rr.Notes) != 1 || rr.Notes[0].Kind != evidence.NoteRunFolderName {
 		t.Errorf("renamed run folder: OK %v, run %q, notes %v, anomalies %v; want OK with a run-folder-name note", rr.OK(), rr.RunID, rr.Notes, rr.Anomalies)
 	}
 
-	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-2", SessionID: "sess-3"}, recorder.Options{Signer: signer(t)})
+	s, err := recorder.Create(t.TempDir(), recorder.Meta{RunID: "run-2", SessionID: "sess-3"}, recorder.Options{Signer: recordertest.Signer()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +400,7 @@ func TestReconcileSessionFromAnotherRun(t *testing.T) {
 	if err := os.Rename(s.Dir(), filepath.Join(renamed, "kali-side", "sess-3")); err != nil {
 		t.Fatal(err)
 	}
-	rr = examine.VerifyRun(renamed, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rr = examine.VerifyRun(renamed, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	if len(rr.Sessions) != 3 {
 		t.Fatalf("sessions: %d, want 3", len(rr.Sessions))
 	}
@@ -517,7 +417,7 @@ func TestReconcileSessionFromAnotherRun(t *testing.T) {
 func TestVerifyRunServeLayout(t *testing.T) {
 	root := t.TempDir()
 	for _, id := range []string{"sess-1", "sess-2"} {
-		s, err := recorder.Create(root, recorder.Meta{RunID: "run-1", SessionID: id}, recorder.Options{Signer: signer(t)})
+		s, err := recorder.Create(root, recorder.Meta{RunID: "run-1", SessionID: id}, recorder.Options{Signer: recordertest.Signer()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -528,11 +428,11 @@ func TestVerifyRunServeLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rr := examine.VerifyRun(filepath.Join(root, "run-1"), evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rr := examine.VerifyRun(filepath.Join(root, "run-1"), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	if !rr.OK() || rr.Layout != examine.LayoutServe || rr.RunID != "run-1" || len(rr.Sessions) != 2 || len(rr.Notes) != 0 {
 		t.Errorf("serve layout: OK %v, layout %q, run %q, %d sessions, anomalies %v, notes %v", rr.OK(), rr.Layout, rr.RunID, len(rr.Sessions), rr.Anomalies, rr.Notes)
 	}
-	rr = examine.VerifyRun(root, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+	rr = examine.VerifyRun(root, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 	if rr.OK() || len(rr.Anomalies) != 2 || rr.Anomalies[0].Kind != evidence.KindNotASession || rr.Anomalies[1].Kind != evidence.KindNoSessions || !strings.Contains(rr.Anomalies[0].Msg, "run folder") {
 		t.Errorf("the capture root: OK %v, anomalies %v", rr.OK(), rr.Anomalies)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/examine"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // TestVerifyRunReportsLinkedFolders: a run whose kali-side folder, or
@@ -19,8 +20,8 @@ import (
 func TestVerifyRunReportsLinkedFolders(t *testing.T) {
 	for _, linked := range []string{"kali-side", "mcp-side/sessions"} {
 		t.Run(strings.ReplaceAll(linked, "/", "_"), func(t *testing.T) {
-			elsewhere, runDir := newRunDir(t), newRunDir(t)
-			recordSession(t, elsewhere, ptySpec("s1"))
+			elsewhere, runDir := recordertest.NewRunDir(t), recordertest.NewRunDir(t)
+			recordertest.Record(t, elsewhere, recordertest.PTYSpec("s1"))
 			writeTeeText(t, elsewhere, "s1", "")
 			// runDir gets the other folder for real, and this one as a link.
 			for _, part := range []string{"kali-side", "mcp-side/sessions"} {
@@ -36,7 +37,7 @@ func TestVerifyRunReportsLinkedFolders(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: trusted(t)}, evidence.Options{})
+			rr := examine.VerifyRun(runDir, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
 			path := filepath.Join(runDir, linked)
 			var found bool
 			for _, a := range rr.Anomalies {

@@ -88,17 +88,7 @@ const (
 // naming the disk, and the sidecar stays up. Then the same with 16
 // sessions flooding at once.
 func TestDiskFillByPacketFlood(t *testing.T) {
-	if !slowTests {
-		t.Skip("the disk-fill test floods for about 15 s per case and mounts a tmpfs; set APTL_CAPTURE_SLOW_TESTS=1 to run it")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the disk-fill test needs root: a tmpfs capture root, network namespaces and a veth pair")
-	}
-	for _, tool := range []string{"ip", "perl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the disk-fill test needs %s (Debian iproute2, perl-base)", tool)
-		}
-	}
+	skipUnlessFloodLab(t, "floods for about 15 s per case")
 	bin := buildCommand(t)
 	for _, n := range []int{1, concurrentFloods} {
 		t.Run(fmt.Sprintf("sessions=%d", n), func(t *testing.T) {
@@ -172,6 +162,23 @@ func diskFillCase(t *testing.T, bin string, n int) {
 	testutil.Fill(t, lab.root)
 	lab.checkNewSession(t, "new session on a volume full to the last byte", "after-full")
 	lab.checkStaysUp(t)
+}
+
+// skipUnlessFloodLab skips a test of the flood lab (newFloodLab) where it
+// cannot run; what says how long the test's floods take.
+func skipUnlessFloodLab(t *testing.T, what string) {
+	t.Helper()
+	if !slowTests {
+		t.Skipf("%s and mounts a tmpfs; set APTL_CAPTURE_SLOW_TESTS=1 to run it", what)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a tmpfs capture root, network namespaces and a veth pair")
+	}
+	for _, tool := range []string{"ip", "perl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (Debian iproute2, perl-base)", tool)
+		}
+	}
 }
 
 // floodLab is the sidecar in its namespace, a peer namespace across a

@@ -3,7 +3,6 @@ package tests
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,17 +31,7 @@ const budgetRunPercent = 10
 // its start (a spent budget stays spent); a session of another run stores
 // its packets.
 func TestWitnessRunBudgetThroughServe(t *testing.T) {
-	if !slowTests {
-		t.Skip("floods UDP for about 12 s and mounts a tmpfs; set APTL_CAPTURE_SLOW_TESTS=1 to run it")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a tmpfs capture root, network namespaces and a veth pair")
-	}
-	for _, tool := range []string{"ip", "perl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (Debian iproute2, perl-base)", tool)
-		}
-	}
+	skipUnlessFloodLab(t, "floods UDP for about 12 s")
 	lab := newFloodLab(t, buildCommand(t), "APTL_CAPTURE_WITNESS_RUN_BUDGET_PERCENT="+strconv.Itoa(budgetRunPercent))
 	budget := int64(diskFillVolumeMiB<<20) / 100 * budgetRunPercent
 

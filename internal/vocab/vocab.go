@@ -272,6 +272,11 @@ const (
 	ScriptExitCode  = "EXIT_CODE"
 )
 
+// KaliSideDir is the folder of a run's sessions in the lab's harvest,
+// <run-dir>/kali-side/<session_id>: a session folder held by it is in
+// place, as one held by its run's folder is (evidence's placement check).
+const KaliSideDir = "kali-side"
+
 // The recovery record's statement of a log whose last line a crash cut
 // mid-write (the examiner's Report.TornLog): where it starts, its length
 // and its digest. Absent when the log ends in a whole record.

@@ -1,0 +1,119 @@
+// Package recordertest records sessions with the real recorder for the
+// tests of the packages that read them back (evidence, examine): a
+// harvested run's folder, a session recorded from a list of chunks and
+// moved into its kali-side/, the host key that signed it. Only tests
+// import it.
+package recordertest
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/recorder"
+)
+
+// RunID is the run the sessions are recorded under, and NewRunDir's name.
+const RunID = "run-1"
+
+var (
+	signerOnce sync.Once
+	signer     gossh.Signer
+)
+
+// Signer is the sidecar host key of a test process: one fresh ed25519 key.
+func Signer() gossh.Signer {
+	signerOnce.Do(func() { signer = testutil.NewSigner() })
+	return signer
+}
+
+// Trusted is the examiner's key list for Signer.
+func Trusted() []gossh.PublicKey { return []gossh.PublicKey{Signer().PublicKey()} }
+
+// Spec is what a recorded session saw, in order.
+type Spec struct {
+	ID       string
+	Steps    []Chunk
+	MaxBytes int64
+	// DeliveredOut and DeliveredErr are the counts the close record
+	// carries; -1 leaves the header out.
+	DeliveredOut, DeliveredErr int64
+}
+
+// Chunk is one read from a stream: vocab.StreamIn, StreamOut or StreamErr.
+type Chunk struct {
+	Stream string
+	P      string
+}
+
+// In, Out and Err are chunks of input, output and stderr.
+func In(p string) Chunk  { return Chunk{vocab.StreamIn, p} }
+func Out(p string) Chunk { return Chunk{vocab.StreamOut, p} }
+func Err(p string) Chunk { return Chunk{vocab.StreamErr, p} }
+
+// PTYSpec is an interactive session: output around some input.
+func PTYSpec(id string) Spec {
+	return Spec{ID: id, DeliveredOut: -1, DeliveredErr: -1, Steps: []Chunk{
+		Out("$ "), In("ls -l\r"), Out("ls -l\r\ntotal 0\r\n"), Out("-rw-r--r-- 1 kali kali 0 notes.txt\r\n$ "),
+	}}
+}
+
+// NewRunDir is a harvested run's directory, named after RunID.
+func NewRunDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), RunID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Record records spec with the real recorder under a scratch root and
+// moves the session into runDir/kali-side, as the lab's harvest does. It
+// returns the concatenated output and stderr bytes.
+func Record(t *testing.T, runDir string, spec Spec) (out, errOut []byte) {
+	t.Helper()
+	root := t.TempDir()
+	s, err := recorder.Create(root, recorder.Meta{RunID: RunID, SessionID: spec.ID},
+		recorder.Options{Signer: Signer(), MaxBytes: spec.MaxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range spec.Steps {
+		switch c.Stream {
+		case vocab.StreamIn:
+			err = s.Input([]byte(c.P))
+		case vocab.StreamOut:
+			err, out = s.Output([]byte(c.P)), append(out, c.P...)
+		case vocab.StreamErr:
+			err, errOut = s.Stderr([]byte(c.P)), append(errOut, c.P...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hs []recorder.Header
+	if spec.DeliveredOut >= 0 {
+		hs = append(hs, recorder.Header{Name: vocab.HeaderBytesDelivered, Value: strconv.FormatInt(spec.DeliveredOut, 10)})
+	}
+	if spec.DeliveredErr >= 0 {
+		hs = append(hs, recorder.Header{Name: vocab.HeaderBytesDeliveredErr, Value: strconv.FormatInt(spec.DeliveredErr, 10)})
+	}
+	if err := s.Close(0, hs...); err != nil {
+		t.Fatal(err)
+	}
+	kali := filepath.Join(runDir, vocab.KaliSideDir)
+	if err := os.MkdirAll(kali, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.Dir(), filepath.Join(kali, spec.ID)); err != nil {
+		t.Fatal(err)
+	}
+	return out, errOut
+}
