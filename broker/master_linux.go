@@ -171,7 +171,7 @@ func (m *ptyMaster) Write(p []byte) (int, error) {
 func (m *ptyMaster) inputStep(fd uintptr) bool {
 	in := &m.input
 	for in.n < len(in.p) {
-		n, err := unix.Write(int(fd), in.p[in.n:])
+		n, err := safefs.RetryEINTR2(func() (int, error) { return unix.Write(int(fd), in.p[in.n:]) })
 		if n > 0 {
 			in.n += n
 		}
@@ -180,7 +180,6 @@ func (m *ptyMaster) inputStep(fd uintptr) bool {
 			// Not what a terminal does; a loop on it would never end.
 			in.err = io.ErrShortWrite
 			return true
-		case err == unix.EINTR:
 		case err == unix.EAGAIN:
 			return false
 		case err != nil:

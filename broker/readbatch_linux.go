@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -89,12 +90,10 @@ func readBatch(src syscall.Conn, large bool) (batch *[]byte, n int, waited bool,
 		}
 		buf := *batch
 		for n < len(buf) {
-			m, err := unix.Read(int(fd), buf[n:])
+			m, err := safefs.RetryEINTR2(func() (int, error) { return unix.Read(int(fd), buf[n:]) })
 			switch {
 			case m > 0:
 				n += m
-				continue
-			case err == unix.EINTR:
 				continue
 			case err == unix.EAGAIN:
 				if n == 0 {

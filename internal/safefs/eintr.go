@@ -18,6 +18,14 @@ func RetryEINTR(fn func() error) error {
 	}
 }
 
+// Interrupted reports whether err is EINTR, for the calls where an
+// interruption is not retried at once but read as "nothing yet": a poll
+// whose caller's loop checks a deadline or a stop flag before it polls
+// again (a retry here would restart the timeout on every signal), or a
+// connect whose time slice a loop already bounds. Every other call goes
+// through RetryEINTR.
+func Interrupted(err error) bool { return errors.Is(err, syscall.EINTR) }
+
 // RetryEINTR2 is RetryEINTR for a call that also returns a value (a file
 // descriptor, a byte count, a pid).
 func RetryEINTR2[T any](fn func() (T, error)) (T, error) {

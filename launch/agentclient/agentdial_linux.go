@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +49,7 @@ func dialAgentSocket(ctx context.Context, socket string) (*net.UnixConn, error) 
 		}
 		// EAGAIN: the slice ended with the queue still full; EINTR: a signal
 		// (the Go runtime's preemption) interrupted the wait. Both retry.
-		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+		if !errors.Is(err, unix.EAGAIN) && !safefs.Interrupted(err) {
 			return nil, os.NewSyscallError("connect", err)
 		}
 	}

@@ -91,10 +91,8 @@ func (c *control) receive(seq uint32, each func(m syscall.NetlinkMessage) (done 
 		if time.Now().After(deadline) {
 			return fmt.Errorf("audit: no reply within %v", replyTimeout)
 		}
-		n, _, err := unix.Recvfrom(c.fd, buf, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
+		var n int
+		err := safefs.RetryEINTR(func() (err error) { n, _, err = unix.Recvfrom(c.fd, buf, 0); return err })
 		if err != nil {
 			return fmt.Errorf("audit: read reply: %w", err)
 		}
@@ -226,7 +224,7 @@ var errOverrun = errors.New("audit: the multicast buffer overflowed; records wer
 // datagram (several netlink messages may share it), nil when none came.
 func (m *multicast) read(buf []byte, timeout time.Duration) ([]byte, error) {
 	fds := []unix.PollFd{{Fd: int32(m.fd), Events: unix.POLLIN}}
-	if _, err := unix.Poll(fds, int(timeout/time.Millisecond)); err != nil && !errors.Is(err, unix.EINTR) {
+	if _, err := unix.Poll(fds, int(timeout/time.Millisecond)); err != nil && !safefs.Interrupted(err) {
 		return nil, os.NewSyscallError("poll", err)
 	}
 	if fds[0].Revents == 0 {
@@ -236,7 +234,7 @@ func (m *multicast) read(buf []byte, timeout time.Duration) ([]byte, error) {
 	switch {
 	case errors.Is(err, unix.ENOBUFS):
 		return nil, errOverrun
-	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
+	case errors.Is(err, unix.EAGAIN), safefs.Interrupted(err):
 		return nil, nil
 	case err != nil:
 		return nil, os.NewSyscallError("recvfrom", err)

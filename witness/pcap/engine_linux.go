@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 )
@@ -207,7 +208,7 @@ func (e *Engine) loop() {
 // wait polls for the next block, at most pollTimeout.
 func (e *Engine) wait() {
 	fds := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN | unix.POLLERR}}
-	if _, err := unix.Poll(fds, int(pollTimeout/time.Millisecond)); err != nil && !errors.Is(err, unix.EINTR) {
+	if _, err := unix.Poll(fds, int(pollTimeout/time.Millisecond)); err != nil && !safefs.Interrupted(err) {
 		e.log.Warn("pcap: poll the capture socket", "err", err.Error())
 	}
 }

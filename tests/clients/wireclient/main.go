@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -145,7 +146,7 @@ func flood(socket, holdArg string) error {
 		if err != nil {
 			// EAGAIN: the agent's queue stayed full; EINTR: the runtime's
 			// preemption signal. Both are part of flooding.
-			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+			if !errors.Is(err, unix.EAGAIN) && !safefs.Interrupted(err) {
 				return fmt.Errorf("connect: %w", err)
 			}
 			failures++
