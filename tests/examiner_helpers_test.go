@@ -2,20 +2,15 @@ package tests
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
-	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
@@ -46,59 +41,6 @@ func recordFinalized(t *testing.T, root, run, id string, signer gossh.Signer) st
 		t.Fatal(err)
 	}
 	return s.Dir()
-}
-
-// writeUnfinalized writes, as a sidecar killed mid-session leaves it, a
-// session root/run/id whose log has an open record, a data record, a
-// checkpoint signed by signer, then two records no checkpoint covers
-// (records 3 and 4), and no close. attrs are added to the open record.
-func writeUnfinalized(t *testing.T, root, run, id string, signer gossh.Signer, attrs map[string]string) string {
-	t.Helper()
-	dir := filepath.Join(root, run, id)
-	if err := os.MkdirAll(filepath.Join(dir, vocab.PTYDir), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	header := []byte("Script started on 2026-01-01 00:00:00+00:00 [COMMAND=\"bash\"]\n")
-	body := []byte("hello\r\nworld\r\n")
-	ts := append(append([]byte(nil), header...), body...)
-	writeFile(t, filepath.Join(dir, "pty", vocab.TypescriptFile), ts)
-	writeFile(t, filepath.Join(dir, "pty", vocab.TimingFile), []byte("O 0.100000 7\nO 0.100000 7\n"))
-	f, err := os.Create(filepath.Join(dir, "pty", vocab.LogFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	hsum := sha256.Sum256(header)
-	open := map[string]string{
-		vocab.AttrRunID: run, vocab.AttrSessionID: id, vocab.AttrFormat: vocab.Format,
-		vocab.AttrHeaderLen: strconv.Itoa(len(header)), vocab.AttrHeaderSum: hex.EncodeToString(hsum[:]),
-	}
-	for k, v := range attrs {
-		open[k] = v
-	}
-	w := integrity.NewWriter(f, run, id, signer, func() time.Time { return time.Unix(1767225600, 0) })
-	steps := []func() error{
-		func() error { return w.Append(vocab.TypeOpen, open) },
-		func() error { return w.Data(vocab.StreamOut, int64(len(header)), body[:7]) },
-		func() error { return w.Checkpoint(prefixAttrs(ts[:len(header)+7], []byte("O 0.100000 7\n"))) },
-		func() error { return w.Data(vocab.StreamOut, int64(len(header))+7, body[7:]) },
-		func() error { return w.Append("request", map[string]string{"request": "window-change"}) },
-	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// prefixAttrs are a checkpoint's sizes and digests of the transcript files.
-func prefixAttrs(ts, tm []byte) map[string]string {
-	tsSum, tmSum := sha256.Sum256(ts), sha256.Sum256(tm)
-	return map[string]string{
-		vocab.AttrTSSize: strconv.Itoa(len(ts)), vocab.AttrTSSHA256: hex.EncodeToString(tsSum[:]),
-		vocab.AttrTMSize: strconv.Itoa(len(tm)), vocab.AttrTMSHA256: hex.EncodeToString(tmSum[:]),
-	}
 }
 
 func writeFile(t *testing.T, path string, data []byte) {

@@ -16,6 +16,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // appendForgedData appends to dir's log a chained, unsigned data record
@@ -44,7 +45,7 @@ func appendForgedData(t *testing.T, dir string, off, n int64) {
 // it (within the test's deadline; reading it would take hours).
 func TestVerifyDoesNotHashForgedClaim(t *testing.T) {
 	signer := newTestSigner(t)
-	dir := writeUnfinalized(t, t.TempDir(), "run-claim", "sess-claim", signer, nil)
+	dir := recordertest.Unfinalized(t, t.TempDir(), "run-claim", "sess-claim", signer, nil, nil)
 	const claim = 4 << 40
 	appendForgedData(t, dir, 75, claim) // the typescript's end: header 61 + 14 body bytes
 	makeSparse(t, filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile), 5<<40)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // TestHostileCaptureFolderDoesNotHangStartup leaves two unfinalized
@@ -22,8 +23,8 @@ func TestHostileCaptureFolderDoesNotHangStartup(t *testing.T) {
 	work := t.TempDir()
 	root := filepath.Join(work, "aptl-dev", "captures")
 	signer := newTestSigner(t)
-	zero := writeUnfinalized(t, root, "_unbound", "ts-devzero", signer, nil)
-	fifo := writeUnfinalized(t, root, "_unbound", "ts-fifo", signer, nil)
+	zero := recordertest.Unfinalized(t, root, "_unbound", "ts-devzero", signer, nil, nil)
+	fifo := recordertest.Unfinalized(t, root, "_unbound", "ts-fifo", signer, nil, nil)
 	replace := func(dir string, with func(path string) error) {
 		path := filepath.Join(dir, "pty", vocab.TypescriptFile)
 		if err := os.Remove(path); err != nil {

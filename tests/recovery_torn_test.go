@@ -18,6 +18,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // A SIGKILL that lands while the recorder writes a log record that crosses
@@ -85,7 +86,7 @@ func anomalyText(rep *evidence.Report) string {
 func TestTornLastLineIsACrashCut(t *testing.T) {
 	signer := newTestSigner(t)
 	keys := []gossh.PublicKey{signer.PublicKey()}
-	dir := writeUnfinalized(t, t.TempDir(), "run-t", "sess-t", signer, nil)
+	dir := recordertest.Unfinalized(t, t.TempDir(), "run-t", "sess-t", signer, nil, nil)
 	off := appendTorn(t, dir, tornLine)
 
 	rep := evidence.Verify(dir, evidence.Keys{Trusted: keys}, evidence.Options{})
@@ -124,7 +125,7 @@ func TestTornLastLineIsACrashCut(t *testing.T) {
 
 	// A recovery that states no torn line, of a log that has one: the line
 	// came after it.
-	clean := writeUnfinalized(t, t.TempDir(), "run-t", "sess-c", signer, nil)
+	clean := recordertest.Unfinalized(t, t.TempDir(), "run-t", "sess-c", signer, nil, nil)
 	if err := recorder.Recover(clean, signer, time.Now); err != nil {
 		t.Fatal(err)
 	}

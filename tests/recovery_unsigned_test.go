@@ -14,6 +14,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // TestRecoveryStatesUnsignedRecords recovers a session cut after records
@@ -21,7 +22,7 @@ import (
 // say they were unsigned before the crash, and verify must report it.
 func TestRecoveryStatesUnsignedRecords(t *testing.T) {
 	signer := newTestSigner(t)
-	dir := writeUnfinalized(t, t.TempDir(), "run-r", "sess-r", signer, nil)
+	dir := recordertest.Unfinalized(t, t.TempDir(), "run-r", "sess-r", signer, nil, nil)
 	if err := recorder.Recover(dir, signer, time.Now); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestRecoveryStatesUnsignedRecords(t *testing.T) {
 	}
 
 	// A session whose every record was signed says so too.
-	clean := writeUnfinalized(t, t.TempDir(), "run-r", "sess-c", signer, nil)
+	clean := recordertest.Unfinalized(t, t.TempDir(), "run-r", "sess-c", signer, nil, nil)
 	edit(t, clean, vocab.LogFile, func(b []byte) []byte { return joinLines(logLines(b)[:3]) })
 	if err := recorder.Recover(clean, signer, time.Now); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // sparseSize is 1 TiB: a sparse file of that size costs no disk, but
@@ -41,7 +42,7 @@ func TestSparseTypescriptDoesNotDelayListening(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := writeUnfinalized(t, root, "run-sparse", "sess-sparse", hostKey, nil)
+	dir := recordertest.Unfinalized(t, root, "run-sparse", "sess-sparse", hostKey, nil, nil)
 	makeSparse(t, filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile), sparseSize)
 	makeSparse(t, filepath.Join(dir, vocab.PTYDir, vocab.TimingFile), sparseSize)
 

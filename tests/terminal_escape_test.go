@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // evilID holds what a forged record may carry to rewrite an examiner's
@@ -32,13 +34,13 @@ func TestVerifyEscapesTerminalOutput(t *testing.T) {
 	forger := newTestSigner(t) // not the trusted key: the record is forged
 
 	root := t.TempDir()
-	dir := writeUnfinalized(t, root, evilText, evilText, forger, evilAttrs)
+	dir := recordertest.Unfinalized(t, root, evilText, evilText, forger, evilAttrs, nil)
 	out, code := runCommand(t, bin, "verify", "--key", pub, dir)
 	checkTerminalSafe(t, "verify SESSION_DIR", out, code)
 
 	runDir := filepath.Join(t.TempDir(), evilText)
 	// The session lies in kali-side/<id>; its record names run "kali-side".
-	writeUnfinalized(t, runDir, "kali-side", evilText, forger, evilAttrs)
+	recordertest.Unfinalized(t, runDir, "kali-side", evilText, forger, evilAttrs, nil)
 	writeFile(t, filepath.Join(runDir, "kali-side", "x"+evilText), []byte("not a session"))
 	writeFile(t, filepath.Join(runDir, "mcp-side", "sessions", evilText+"2.jsonl"), []byte("{}\n"))
 	out, code = runCommand(t, bin, "verify", "--key", pub, "--run-dir", runDir)

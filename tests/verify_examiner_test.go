@@ -16,6 +16,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
 // verifyDoc is verify --json's document (docs/RECORD.md, "verify --json").
@@ -112,7 +113,7 @@ func TestVerifyWrongKeyIsOneFinding(t *testing.T) {
 	bin, signer, _, root := verifyFixture(t)
 	wrong := writePubKey(t, newTestSigner(t).PublicKey())
 	finalized := recordFinalized(t, root, "run-w", "sess-f", signer)
-	cut := writeUnfinalized(t, root, "run-w", "sess-c", signer, nil)
+	cut := recordertest.Unfinalized(t, root, "run-w", "sess-c", signer, nil, nil)
 	if err := recorder.Recover(cut, signer, time.Now); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestVerifyLiveSession(t *testing.T) {
 		t.Errorf("after the close: exit %d, %+v", code, doc.Sessions)
 	}
 
-	cut := writeUnfinalized(t, root, "run-l", "sess-cut", signer, nil)
+	cut := recordertest.Unfinalized(t, root, "run-l", "sess-cut", signer, nil, nil)
 	doc, code = verifyJSON(t, root, bin, "--key", pub, cut)
 	if c := doc.Sessions[0]; code != 1 || c.Status != evidence.StatusUnfinalized || len(c.Anomalies) != 1 || c.Anomalies[0].Kind != evidence.KindUnfinalized {
 		t.Errorf("a session cut by a crash: exit %d, status %s, anomalies %v", code, c.Status, c.Anomalies)

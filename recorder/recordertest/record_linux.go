@@ -1,8 +1,3 @@
-// Package recordertest records sessions with the real recorder for the
-// tests of the packages that read them back (evidence, examine): a
-// harvested run's folder, a session recorded from a list of chunks and
-// moved into its kali-side/, the host key that signed it. Only tests
-// import it.
 package recordertest
 
 import (
