@@ -200,6 +200,25 @@ func TestReconcileStderrAndDelivered(t *testing.T) {
 	}
 }
 
+// TestReconcileNothingDeliveredOnStderr: an exec session whose client
+// accepted none of its stderr (the close record says 0 delivered) is
+// compared on stdout alone: a tee without stderr reconciles, one with the
+// stderr bytes the channel never delivered does not.
+func TestReconcileNothingDeliveredOnStderr(t *testing.T) {
+	spec := recordertest.Spec{ID: "exec-0", DeliveredOut: 9, DeliveredErr: 0, Steps: []recordertest.Chunk{
+		recordertest.Out("line one\n"),
+		recordertest.Err("never delivered\n"),
+	}}
+	runDir := recordertest.NewRunDir(t)
+	out, errOut := recordertest.Record(t, runDir, spec)
+	tee := writeTee(t, runDir, spec.ID, teeEntry{"out", out})
+	reconcileAndCheck(t, runDir, spec.ID, tee, "", 0)
+	runDir = recordertest.NewRunDir(t)
+	recordertest.Record(t, runDir, spec)
+	tee = writeTee(t, runDir, spec.ID, teeEntry{"out", out}, teeEntry{"err", errOut})
+	reconcileAndCheck(t, runDir, spec.ID, tee, "err stream: streams differ from offset 0 (sidecar 0 bytes, tee 16 bytes)", 0)
+}
+
 // TestReconcileUnstored: past the size cap the sidecar keeps only a digest;
 // the tee's bytes are checked against it.
 func TestReconcileUnstored(t *testing.T) {

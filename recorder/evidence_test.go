@@ -2,16 +2,21 @@ package recorder
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/evidence"
+	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -92,10 +97,32 @@ func TestStrictSyncWritesLogBeforeReturning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(0)
-	mustOK(t, s.Output([]byte("durable")))
-	// No Close, no tick: the data record must already be in the file.
-	if log := readRecord(t, s.Dir(), vocab.LogFile); !strings.Contains(log, `"type":"data"`) {
-		t.Error("strict mode returned before the data record was written")
+	for i, chunk := range []string{"durable", " and signed", "\r\n$ "} {
+		mustOK(t, s.Output([]byte(chunk)))
+		// No Close, no tick: once Output returns, a byte the client may
+		// now see is on disk under a signed head: the log's last line is
+		// a checkpoint over the data record, stating the typescript's
+		// size on disk, its signature the host key's over that head.
+		log := readRecord(t, s.Dir(), vocab.LogFile)
+		if !strings.Contains(log, `"type":"data"`) {
+			t.Fatalf("chunk %d: strict mode returned before the data record was written", i)
+		}
+		lines := strings.Split(strings.TrimSuffix(log, "\n"), "\n")
+		var cp integrity.Record
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &cp); err != nil || cp.Type != vocab.TypeCheckpoint {
+			t.Fatalf("chunk %d: the log's last line is not a checkpoint: %q", i, lines[len(lines)-1])
+		}
+		ts, err := os.Stat(filepath.Join(s.Dir(), vocab.PTYDir, vocab.TypescriptFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Attrs[vocab.AttrTSSize] != strconv.FormatInt(ts.Size(), 10) {
+			t.Errorf("chunk %d: the checkpoint vouches for %s typescript bytes, the file holds %d", i, cp.Attrs[vocab.AttrTSSize], ts.Size())
+		}
+		sum := sha256.Sum256([]byte(lines[len(lines)-2]))
+		if _, err := integrity.VerifySSHSIG(cp.Sig, integrity.HeadNamespace, integrity.HeadMessage("r", "strict", cp.Seq-1, hex.EncodeToString(sum[:]))); err != nil || cp.Prev != hex.EncodeToString(sum[:]) {
+			t.Errorf("chunk %d: the checkpoint does not sign the head it follows: %v", i, err)
+		}
 	}
 }
 
