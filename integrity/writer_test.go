@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	gossh "golang.org/x/crypto/ssh"
 )
 
 // The writer's records as a verifier reads them back: what each of its
@@ -189,3 +192,95 @@ func TestContinueWriterFollowsTheChain(t *testing.T) {
 }
 
 func unmarshal(line []byte, r *Record) error { return json.Unmarshal(line, r) }
+
+// TestCoalescingBounds: a stored chunk never joins a pending gap, nor a
+// gap a stored chunk, data at offset 0 is data, and a data record holds at
+// most maxCoalesce bytes: a chunk that would pass it starts a new record.
+func TestCoalescingBounds(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), maxCoalesce)
+	type rec struct {
+		typ string
+		off int64
+		n   int64
+	}
+	for _, tc := range []struct {
+		name  string
+		steps func(w *Writer)
+		want  []rec
+	}{
+		{"stored after unstored", func(w *Writer) {
+			must(t, w.Data(vocab.StreamOut, -1, []byte("ab")))
+			must(t, w.Data(vocab.StreamOut, 0, []byte("cd")))
+		}, []rec{{vocab.TypeGap, -1, 2}, {vocab.TypeData, 0, 2}}},
+		{"unstored after stored at offset 0", func(w *Writer) {
+			must(t, w.Data(vocab.StreamOut, 0, []byte("ab")))
+			must(t, w.Data(vocab.StreamOut, -1, []byte("cd")))
+		}, []rec{{vocab.TypeData, 0, 2}, {vocab.TypeGap, -1, 2}}},
+		{"up to the bound", func(w *Writer) {
+			must(t, w.Data(vocab.StreamOut, 10, big[1:]))
+			must(t, w.Data(vocab.StreamOut, 10+maxCoalesce-1, []byte("y")))
+		}, []rec{{vocab.TypeData, 10, maxCoalesce}}},
+		{"past the bound", func(w *Writer) {
+			must(t, w.Data(vocab.StreamOut, 10, big))
+			must(t, w.Data(vocab.StreamOut, 10+maxCoalesce, []byte("y")))
+		}, []rec{{vocab.TypeData, 10, maxCoalesce}, {vocab.TypeData, 10 + maxCoalesce, 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs := writeLog(t, tc.steps)[1:]
+			var got []rec
+			for _, r := range recs {
+				got = append(got, rec{r.Type, r.Data.Off, r.Data.Len})
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("records %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSSHSIGRefusals: what is not a well-formed SSHSIG of this namespace,
+// version and hash is refused, each with its reason, before any signature
+// math.
+func TestSSHSIGRefusals(t *testing.T) {
+	signer := newSigner(t)
+	msg := []byte("head")
+	good, err := SignSSHSIG(signer, HeadNamespace, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	armor := func(blob []byte) string {
+		return string(pem.EncodeToMemory(&pem.Block{Type: sshsigPEMType, Bytes: blob}))
+	}
+	blob := func(edit func(b *sshsigBlob)) string {
+		b := sshsigBlob{Version: sshsigVersion, PublicKey: signer.PublicKey().Marshal(), Namespace: HeadNamespace, HashAlg: sshsigHash, Signature: []byte("x")}
+		edit(&b)
+		return armor(append([]byte(sshsigMagic), gossh.Marshal(b)...))
+	}
+	for _, tc := range []struct {
+		name, armored, namespace, want string
+	}{
+		{"not armored", "garbage", HeadNamespace, "not an armored SSH signature"},
+		{"another PEM type", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte("x")})), HeadNamespace, "not an armored SSH signature"},
+		{"bad magic", armor([]byte("SSHSIX")), HeadNamespace, "bad magic"},
+		{"truncated blob", armor([]byte(sshsigMagic + "\x00\x00")), HeadNamespace, "sshsig: "},
+		{"version 2", blob(func(b *sshsigBlob) { b.Version = 2 }), HeadNamespace, "version 2"},
+		{"another namespace", good, "file", `namespace "aptl-kali-capture-head", want "file"`},
+		{"sha256", blob(func(b *sshsigBlob) { b.HashAlg = "sha256" }), HeadNamespace, `hash "sha256"`},
+		{"bad public key", blob(func(b *sshsigBlob) { b.PublicKey = []byte("nope") }), HeadNamespace, "public key"},
+		{"bad signature encoding", blob(func(b *sshsigBlob) {}), HeadNamespace, "signature:"},
+		{"another message", good, HeadNamespace, "does not verify"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := msg
+			if tc.name == "another message" {
+				m = []byte("other head")
+			}
+			if _, err := VerifySSHSIG(tc.armored, tc.namespace, m); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := VerifySSHSIG(good, HeadNamespace, msg); err != nil {
+		t.Fatalf("the good signature: %v", err)
+	}
+}
