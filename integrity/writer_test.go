@@ -230,6 +230,9 @@ func TestCoalescingBounds(t *testing.T) {
 			var got []rec
 			for _, r := range recs {
 				got = append(got, rec{r.Type, r.Data.Off, r.Data.Len})
+				if r.Type == vocab.TypeData && len(r.Attrs) != 0 {
+					t.Errorf("data record at %d carries attributes %v: only a gap says why", r.Data.Off, r.Attrs)
+				}
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("records %v, want %v", got, tc.want)
