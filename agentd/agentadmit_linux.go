@@ -89,10 +89,10 @@ func mayAcceptPeer(pid int32, insecureSameNS bool) error {
 // checkPeerIDs checks the configured sidecar credentials.
 func checkPeerIDs(uid, gid int) error {
 	if uid < 0 || uid > maxPeerID {
-		return fmt.Errorf("launch: agent: peer uid %d is not from 0 to %d", uid, maxPeerID)
+		return fmt.Errorf("agentd: agent: peer uid %d is not from 0 to %d", uid, maxPeerID)
 	}
 	if gid < 0 || gid > maxPeerID {
-		return fmt.Errorf("launch: agent: peer gid %d is not from 0 to %d", gid, maxPeerID)
+		return fmt.Errorf("agentd: agent: peer gid %d is not from 0 to %d", gid, maxPeerID)
 	}
 	return nil
 }

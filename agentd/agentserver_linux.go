@@ -37,7 +37,7 @@ const (
 )
 
 // ErrAgentServerClosed is returned by Serve after Shutdown.
-var ErrAgentServerClosed = errors.New("launch: agent server closed")
+var ErrAgentServerClosed = errors.New("agentd: agent server closed")
 
 // AgentConfig is what the agent's server may do. The sidecar cannot change
 // any of it: the wire carries no settings.
@@ -395,21 +395,21 @@ func boolU32(b bool) uint32 {
 // with AllowRoot.
 func checkAgentConfig(cfg AgentConfig) error {
 	if len(cfg.Users) == 0 {
-		return errors.New("launch: agent: no allowed users")
+		return errors.New("agentd: agent: no allowed users")
 	}
 	for _, u := range cfg.Users {
 		if !login.ValidLoginName(u) {
-			return fmt.Errorf("launch: agent: %q is not a valid login name", agentwire.Truncate(u, 64))
+			return fmt.Errorf("agentd: agent: %q is not a valid login name", agentwire.Truncate(u, 64))
 		}
 		if u == "root" && !cfg.AllowRoot {
-			return errors.New("launch: agent: root is allowed only with AllowRoot")
+			return errors.New("agentd: agent: root is allowed only with AllowRoot")
 		}
 	}
 	if err := checkPeerIDs(cfg.PeerUID, cfg.PeerGID); err != nil {
 		return err
 	}
 	if cfg.MaxSessions < 0 || cfg.MaxSessions > 10000 {
-		return errors.New("launch: agent: MaxSessions out of range")
+		return errors.New("agentd: agent: MaxSessions out of range")
 	}
 	return nil
 }

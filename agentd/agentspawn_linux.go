@@ -155,7 +155,7 @@ func (s *AgentServer) resolve(name string) (login.Account, error) {
 		return login.Account{}, &agentwire.Error{Code: agentwire.CodeNoUser, Msg: "user is not in the workload's passwd"}
 	}
 	if err != nil {
-		return login.Account{}, &agentwire.Error{Code: agentwire.CodeNoUser, Msg: "launch: look up login user: " + err.Error()}
+		return login.Account{}, &agentwire.Error{Code: agentwire.CodeNoUser, Msg: "agentd: look up login user: " + err.Error()}
 	}
 	if e.UID == 0 && !s.cfg.AllowRoot {
 		return login.Account{}, &agentwire.Error{Code: agentwire.CodeNotAllowed, Msg: "user has uid 0 and the agent does not allow root"}

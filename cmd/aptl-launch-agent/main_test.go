@@ -32,7 +32,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "negative peer uid", args: []string{"-peer-uid", "-1"}, wantErr: `--peer-uid / APTL_LAUNCH_AGENT_PEER_UID: "-1" is not a number from 0 to 4294967294`},
 		{name: "peer uid no id", args: []string{"-peer-uid", "4294967295"}, wantErr: "APTL_LAUNCH_AGENT_PEER_UID"},
 		{name: "peer gid a name", env: map[string]string{"APTL_LAUNCH_AGENT_PEER_GID": "root"}, wantErr: `--peer-gid / APTL_LAUNCH_AGENT_PEER_GID: "root" is not a number`},
-		{name: "relative socket", args: []string{"-socket", "agent.sock"}, wantErr: "APTL_LAUNCH_AGENT_SOCKET: launch: agent socket must be an absolute path or @name"},
+		{name: "relative socket", args: []string{"-socket", "agent.sock"}, wantErr: "APTL_LAUNCH_AGENT_SOCKET: agentwire: agent socket must be an absolute path or @name"},
 		{name: "bad bool in env", env: map[string]string{"APTL_LAUNCH_AGENT_ALLOW_ROOT": "yes please"}, wantErr: `APTL_LAUNCH_AGENT_ALLOW_ROOT: "yes please" is not true or false`},
 		{name: "max sessions zero", args: []string{"-max-sessions", "0"}, wantErr: "not a number from 1 to 10000"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, wantErr: `"loud" is not debug`},
