@@ -20,7 +20,7 @@ import (
 
 // serveFake serves one connection of srv on a socketpair and returns the
 // sidecar's end; done is closed when the server is finished with it.
-func serveFake(t *testing.T, srv *AgentServer) (c *net.UnixConn, done <-chan struct{}) {
+func serveFake(t *testing.T, srv *Server) (c *net.UnixConn, done <-chan struct{}) {
 	t.Helper()
 	sidecar, agentEnd := testutil.SeqpacketPair(t)
 	if !srv.track() {
@@ -306,9 +306,9 @@ func TestSpawnRequestSize(t *testing.T) {
 // sidecar's is closed without a reply, in the development mode too, and
 // nothing runs; the agent's log names what it saw and what it expects.
 func TestAgentRefusesWrongPeerCredentials(t *testing.T) {
-	for name, mutate := range map[string]func(*AgentConfig){
-		"uid": func(c *AgentConfig) { c.PeerUID = os.Geteuid() + 1 },
-		"gid": func(c *AgentConfig) { c.PeerGID = os.Getegid() + 1 },
+	for name, mutate := range map[string]func(*Config){
+		"uid": func(c *Config) { c.PeerUID = os.Geteuid() + 1 },
+		"gid": func(c *Config) { c.PeerGID = os.Getegid() + 1 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			ta := newTestAgent(t, mutate)

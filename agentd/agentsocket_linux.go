@@ -11,14 +11,14 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 )
 
-// ListenAgent listens on socket (a path, or "@name" for an abstract socket).
+// Listen listens on socket (a path, or "@name" for an abstract socket).
 // A path socket belongs to the sidecar's credentials, peerUID and peerGID,
 // with mode 0600: connect(2) needs write permission on the file (unix(7)),
 // so only that uid (and root) can reach it, and a sidecar that is not root
 // can use it. A stale socket file left by a dead agent is replaced; anything
 // else at the path is an error. An abstract socket has no file: peerUID and
 // peerGID are then only checked per connection (agentadmit_linux.go).
-func ListenAgent(socket string, peerUID, peerGID int) (*net.UnixListener, error) {
+func Listen(socket string, peerUID, peerGID int) (*net.UnixListener, error) {
 	if err := agentwire.CheckSocket(socket); err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func TestListenAgentPathBelongsToPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	socket := filepath.Join(dir, "agent.sock")
-	ln, err := ListenAgent(socket, peer, peer)
+	ln, err := Listen(socket, peer, peer)
 	if err != nil {
 		t.Fatal(err)
 	}

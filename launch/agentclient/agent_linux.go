@@ -42,14 +42,7 @@ const (
 	agentRetryInterval = 100 * time.Millisecond
 )
 
-// DefaultAgentSocket is where the agent listens unless configured otherwise
-// (agentwire.DefaultSocket).
-const DefaultAgentSocket = agentwire.DefaultSocket
-
 var (
-	// ErrAgentUnreachable reports that the agent's socket did not accept a
-	// connection: readiness is degraded, and no session can start.
-	ErrAgentUnreachable = launch.ErrAgentUnreachable
 	// ErrAgentLost is wrapped by launch.Process.Wait when the agent vanished or broke
 	// the protocol before reporting the exit: the broker's "launcher-lost".
 	ErrAgentLost = errors.New("launch agent lost the session")
@@ -175,7 +168,7 @@ func InsecureAllowAgentInSamePIDNS() AgentOption {
 // filesystem path, or "@name" for an abstract socket. It does not connect;
 // Probe does.
 func NewAgent(socket string, opts ...AgentOption) (*Agent, error) {
-	if err := CheckAgentSocket(socket); err != nil {
+	if err := agentwire.CheckSocket(socket); err != nil {
 		return nil, err
 	}
 	a := &Agent{socket: socket, dialTimeout: DefaultAgentDialTimeout, replyTimeout: DefaultAgentReplyTimeout,
@@ -199,10 +192,6 @@ func NewAgent(socket string, opts ...AgentOption) (*Agent, error) {
 	}
 	return a, nil
 }
-
-// CheckAgentSocket reports whether socket is a usable agent address
-// (agentwire.CheckSocket).
-func CheckAgentSocket(socket string) error { return agentwire.CheckSocket(socket) }
 
 // Name implements Launcher.
 func (a *Agent) Name() string { return "agent" }
@@ -276,7 +265,7 @@ func (a *Agent) connect(ctx context.Context) (c *net.UnixConn, stop func() bool,
 	case errors.Is(err, ErrAgentUntrusted):
 		return nil, nil, fmt.Errorf("agentclient: %w at %s", err, a.socket)
 	default:
-		return nil, nil, fmt.Errorf("agentclient: %w at %s: %v", ErrAgentUnreachable, a.socket, err)
+		return nil, nil, fmt.Errorf("agentclient: %w at %s: %v", launch.ErrAgentUnreachable, a.socket, err)
 	}
 	// Cancelling ctx interrupts any blocked read or write on c at once.
 	stop = context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
@@ -297,7 +286,7 @@ func (a *Agent) connectWaiting(ctx context.Context) (*net.UnixConn, func() bool,
 			a.log.Info("launch agent answered; the session starts", "waited", time.Since(first).Round(time.Millisecond).String())
 			a.tellReachability()
 			return c, stop, nil
-		case err == nil || !errors.Is(err, ErrAgentUnreachable) || a.wait == 0:
+		case err == nil || !errors.Is(err, launch.ErrAgentUnreachable) || a.wait == 0:
 			return c, stop, err
 		case first.IsZero():
 			first = time.Now()
@@ -432,14 +421,14 @@ func (a *Agent) Probe(ctx context.Context) (err error) {
 		}
 	}()
 	if err := agentwire.WriteFrame(c, agentwire.MaxRequestFrame, time.Now().Add(agentWriteTimeout), agentwire.TypeProbe, nil); err != nil {
-		return fmt.Errorf("agentclient: %w: %v", ErrAgentUnreachable, err)
+		return fmt.Errorf("agentclient: %w: %v", launch.ErrAgentUnreachable, err)
 	}
 	if err := c.SetReadDeadline(time.Now().Add(a.replyTimeout)); err != nil {
 		return err
 	}
 	f, err := agentwire.ReadFrame(c, agentwire.MaxReplyFrame, agentwire.TypeProbeOK, agentwire.TypeError)
 	if err != nil {
-		return fmt.Errorf("agentclient: %w: probe: %v", ErrAgentUnreachable, timeoutHint(err, a.replyTimeout))
+		return fmt.Errorf("agentclient: %w: probe: %v", launch.ErrAgentUnreachable, timeoutHint(err, a.replyTimeout))
 	}
 	if err := refuseFiles(&f); err != nil {
 		return err
