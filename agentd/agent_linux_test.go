@@ -108,7 +108,7 @@ func TestAgentName(t *testing.T) {
 	}
 }
 
-func TestCheckAgentConfig(t *testing.T) {
+func TestCheckConfig(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		cfg  Config
@@ -369,8 +369,8 @@ func TestAgentLogsNoSecrets(t *testing.T) {
 	}
 }
 
-// TestAgentServerRunsAsLoginUser checks the credential switch in the agent.
-func TestAgentServerRunsAsLoginUser(t *testing.T) {
+// TestServerRunsAsLoginUser checks the credential switch in the agent.
+func TestServerRunsAsLoginUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only a root agent switches to the login user")
 	}
@@ -422,7 +422,7 @@ func TestAgentSessionLimit(t *testing.T) {
 	}
 }
 
-func TestListenAgentPath(t *testing.T) {
+func TestListenPath(t *testing.T) {
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "agent.sock")
 	ln, err := Listen(socket, os.Geteuid(), os.Getegid())

@@ -89,10 +89,10 @@ func spawnBody(mode uint32, user, term string, env ...string) []byte {
 	return agentwire.SpawnMsg{Mode: mode, User: user, Term: term, Command: "true", Env: env}.Encode()
 }
 
-// TestAgentServerRobustness sends the agent's server one bad request per
+// TestServerRobustness sends the agent's server one bad request per
 // case from a fake sidecar: each gets an error reply naming the rule it
 // broke, every fd sent is closed by the agent, and nothing runs.
-func TestAgentServerRobustness(t *testing.T) {
+func TestServerRobustness(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	ta.srv.requestTimeout = 100 * time.Millisecond
 	master, slave, err := pty.Open()
@@ -195,9 +195,9 @@ func TestAgentServerRobustness(t *testing.T) {
 	}
 }
 
-// TestAgentServerSessionRobustness covers requests after a session started:
+// TestServerSessionRobustness covers requests after a session started:
 // a bad signal frame is an error reply and a hang-up; the exit still follows.
-func TestAgentServerSessionRobustness(t *testing.T) {
+func TestServerSessionRobustness(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	for _, tt := range []struct {
 		name     string

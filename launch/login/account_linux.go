@@ -78,7 +78,7 @@ func SwitchedAccount(groupPath string, e PasswdEntry, note string) (Account, err
 	// WARNING: this credential is where a session stops running as root. The
 	// child calls setgroups, setgid, then setuid before execve (syscall
 	// forkAndExecInChild). Re-verify as root with:
-	//	go test -race -run 'TestLocalRunsAsLoginUser|TestAgentServerRunsAsLoginUser' ./launch/local/ ./agentd/
+	//	go test -race -run 'TestLocalRunsAsLoginUser|TestServerRunsAsLoginUser' ./launch/local/ ./agentd/
 	cred := &syscall.Credential{Uid: uint32(e.UID), Gid: uint32(e.GID), Groups: groups}
 	return Account{ID: IdentityOf(e, note), Cred: cred}, nil
 }
