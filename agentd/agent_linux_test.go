@@ -29,7 +29,7 @@ import (
 // testAgent is an in-process agent server on a socket in a temp dir, with the
 // "tester" fixture account, and an Agent adapter pointing at it.
 type testAgent struct {
-	srv   *AgentServer
+	srv   *Server
 	agent *agentclient.Agent
 	home  string
 	logs  *testutil.LockedBuffer
@@ -39,7 +39,7 @@ type testAgent struct {
 // newTestAgent starts a server that accepts this very process as its peer
 // (same PID namespace: the insecure development mode). mutate may change
 // the config before the server is built.
-func newTestAgent(t testing.TB, mutate func(*AgentConfig)) *testAgent {
+func newTestAgent(t testing.TB, mutate func(*Config)) *testAgent {
 	t.Helper()
 	socket := filepath.Join(t.TempDir(), "agent.sock")
 	ta := serveTestAgent(t, socket, mutate)
@@ -52,10 +52,10 @@ func newTestAgent(t testing.TB, mutate func(*AgentConfig)) *testAgent {
 
 // serveTestAgent is newTestAgent's server alone, listening on socket until
 // the test ends (or stop is called: ta.stop).
-func serveTestAgent(t testing.TB, socket string, mutate func(*AgentConfig)) *testAgent {
+func serveTestAgent(t testing.TB, socket string, mutate func(*Config)) *testAgent {
 	t.Helper()
 	ta := &testAgent{home: t.TempDir(), logs: &testutil.LockedBuffer{}}
-	cfg := AgentConfig{
+	cfg := Config{
 		Users:                         []string{"tester"},
 		AllowRoot:                     os.Geteuid() == 0, // tester is this process's uid
 		InsecureAllowSamePIDNamespace: true,
@@ -66,7 +66,7 @@ func serveTestAgent(t testing.TB, socket string, mutate func(*AgentConfig)) *tes
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	srv, err := NewAgentServer(cfg)
+	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func serveTestAgent(t testing.TB, socket string, mutate func(*AgentConfig)) *tes
 	if err := os.WriteFile(srv.groupPath, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := ListenAgent(socket, os.Geteuid(), os.Getegid())
+	ln, err := Listen(socket, os.Geteuid(), os.Getegid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func serveTestAgent(t testing.TB, socket string, mutate func(*AgentConfig)) *tes
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("agent shutdown: %v", err)
 		}
-		if err := <-served; !errors.Is(err, ErrAgentServerClosed) {
+		if err := <-served; !errors.Is(err, ErrServerClosed) {
 			t.Errorf("Serve returned %v", err)
 		}
 	})
@@ -108,23 +108,23 @@ func TestAgentName(t *testing.T) {
 	}
 }
 
-func TestCheckAgentConfig(t *testing.T) {
+func TestCheckConfig(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		cfg  AgentConfig
+		cfg  Config
 		ok   bool
 	}{
-		{"one user", AgentConfig{Users: []string{"kali"}}, true},
-		{"no users", AgentConfig{}, false},
-		{"root without AllowRoot", AgentConfig{Users: []string{"kali", "root"}}, false},
-		{"root with AllowRoot", AgentConfig{Users: []string{"root"}, AllowRoot: true}, true},
-		{"bad name", AgentConfig{Users: []string{"ka li"}}, false},
-		{"leading dash", AgentConfig{Users: []string{"-kali"}}, false},
-		{"negative limit", AgentConfig{Users: []string{"kali"}, MaxSessions: -1}, false},
+		{"one user", Config{Users: []string{"kali"}}, true},
+		{"no users", Config{}, false},
+		{"root without AllowRoot", Config{Users: []string{"kali", "root"}}, false},
+		{"root with AllowRoot", Config{Users: []string{"root"}, AllowRoot: true}, true},
+		{"bad name", Config{Users: []string{"ka li"}}, false},
+		{"leading dash", Config{Users: []string{"-kali"}}, false},
+		{"negative limit", Config{Users: []string{"kali"}, MaxSessions: -1}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := checkAgentConfig(tt.cfg); (err == nil) != tt.ok {
-				t.Errorf("checkAgentConfig = %v, want ok %v", err, tt.ok)
+			if err := checkConfig(tt.cfg); (err == nil) != tt.ok {
+				t.Errorf("checkConfig = %v, want ok %v", err, tt.ok)
 			}
 		})
 	}
@@ -164,7 +164,7 @@ func TestAgentResolve(t *testing.T) {
 		{"uid 0 alias without AllowRoot", "toor", false, agentwire.CodeNotAllowed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ta := newTestAgent(t, func(c *AgentConfig) {
+			ta := newTestAgent(t, func(c *Config) {
 				c.Users = []string{"tester", "ghost", "toor"}
 				c.AllowRoot = tt.allowRoot
 			})
@@ -301,7 +301,7 @@ func TestAgentProbe(t *testing.T) {
 // the agent's PID namespace (this test process) is refused: its connection
 // is closed without a reply, and the refused Launch leaves no fd behind.
 func TestAgentRefusesSamePIDNamespace(t *testing.T) {
-	ta := newTestAgent(t, func(c *AgentConfig) { c.InsecureAllowSamePIDNamespace = false })
+	ta := newTestAgent(t, func(c *Config) { c.InsecureAllowSamePIDNamespace = false })
 	if err := ta.agent.Probe(context.Background()); err == nil {
 		t.Errorf("Probe succeeded, want the connection closed")
 	}
@@ -369,8 +369,8 @@ func TestAgentLogsNoSecrets(t *testing.T) {
 	}
 }
 
-// TestAgentServerRunsAsLoginUser checks the credential switch in the agent.
-func TestAgentServerRunsAsLoginUser(t *testing.T) {
+// TestServerRunsAsLoginUser checks the credential switch in the agent.
+func TestServerRunsAsLoginUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only a root agent switches to the login user")
 	}
@@ -378,7 +378,7 @@ func TestAgentServerRunsAsLoginUser(t *testing.T) {
 	if err != nil || nobody.UID == 0 {
 		t.Skipf("needs a non-root user nobody in %s: %v", login.SystemPasswd, err)
 	}
-	ta := newTestAgent(t, func(c *AgentConfig) { c.Users = []string{"nobody"} })
+	ta := newTestAgent(t, func(c *Config) { c.Users = []string{"nobody"} })
 	if err := os.WriteFile(ta.srv.passwdPath, fmt.Appendf(nil, "nobody:x:%d:%d::/nonexistent:/bin/sh\n", nobody.UID, nobody.GID), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestAgentServerRunsAsLoginUser(t *testing.T) {
 
 // TestAgentSessionLimit: past MaxSessions the agent answers busy at once.
 func TestAgentSessionLimit(t *testing.T) {
-	ta := newTestAgent(t, func(c *AgentConfig) { c.MaxSessions = 1 })
+	ta := newTestAgent(t, func(c *Config) { c.MaxSessions = 1 })
 	spec, stdin, stdout, _ := launchtest.PipeSpec(t, "tester", "echo STARTED; exec sleep 30")
 	stdin.Close()
 	p, err := ta.agent.Launch(context.Background(), spec)
@@ -422,22 +422,22 @@ func TestAgentSessionLimit(t *testing.T) {
 	}
 }
 
-func TestListenAgentPath(t *testing.T) {
+func TestListenPath(t *testing.T) {
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "agent.sock")
-	ln, err := ListenAgent(socket, os.Geteuid(), os.Getegid())
+	ln, err := Listen(socket, os.Geteuid(), os.Getegid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(socket); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("socket mode = %v, %v; want 0600", fi.Mode(), err)
 	}
-	if _, err := ListenAgent(socket, os.Geteuid(), os.Getegid()); err == nil || !strings.Contains(err.Error(), "another agent listens") {
+	if _, err := Listen(socket, os.Geteuid(), os.Getegid()); err == nil || !strings.Contains(err.Error(), "another agent listens") {
 		t.Errorf("second listener = %v, want refused", err)
 	}
 	ln.SetUnlinkOnClose(false)
 	ln.Close() // leaves a stale socket file, as a killed agent does
-	ln, err = ListenAgent(socket, os.Geteuid(), os.Getegid())
+	ln, err = Listen(socket, os.Geteuid(), os.Getegid())
 	if err != nil {
 		t.Fatalf("over a stale socket: %v", err)
 	}
@@ -446,7 +446,7 @@ func TestListenAgentPath(t *testing.T) {
 	if err := os.WriteFile(plain, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ListenAgent(plain, os.Geteuid(), os.Getegid()); err == nil || !strings.Contains(err.Error(), "not a socket") {
+	if _, err := Listen(plain, os.Geteuid(), os.Getegid()); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("over a regular file = %v, want refused", err)
 	}
 }

@@ -29,7 +29,7 @@ const maxPeerID = math.MaxUint32 - 1
 // its fd is closed at once, so a flood of refused peers holds nothing past
 // its accept and cannot fill the session slots. The refusal is logged,
 // rate-limited (newRefusalLog).
-func (s *AgentServer) admit(c *net.UnixConn, id uint64) (*unix.Ucred, bool) {
+func (s *Server) admit(c *net.UnixConn, id uint64) (*unix.Ucred, bool) {
 	cred, err := agentwire.PeerCred(c)
 	if err == nil {
 		err = s.checkPeer(cred)
@@ -67,7 +67,7 @@ func newRefusalLog(log *slog.Logger) *ratelog.Log {
 // checkPeer is the peer policy: the sidecar's uid and gid, and (unless
 // the development mode allows its own PID namespace) a peer outside the
 // agent's PID namespace.
-func (s *AgentServer) checkPeer(cred *unix.Ucred) error {
+func (s *Server) checkPeer(cred *unix.Ucred) error {
 	if int64(cred.Uid) != int64(s.cfg.PeerUID) || int64(cred.Gid) != int64(s.cfg.PeerGID) {
 		return fmt.Errorf("peer runs as uid %d gid %d; the agent accepts only the sidecar's uid %d gid %d (-peer-uid, -peer-gid)",
 			cred.Uid, cred.Gid, s.cfg.PeerUID, s.cfg.PeerGID)
@@ -89,10 +89,10 @@ func mayAcceptPeer(pid int32, insecureSameNS bool) error {
 // checkPeerIDs checks the configured sidecar credentials.
 func checkPeerIDs(uid, gid int) error {
 	if uid < 0 || uid > maxPeerID {
-		return fmt.Errorf("launch: agent: peer uid %d is not from 0 to %d", uid, maxPeerID)
+		return fmt.Errorf("agentd: agent: peer uid %d is not from 0 to %d", uid, maxPeerID)
 	}
 	if gid < 0 || gid > maxPeerID {
-		return fmt.Errorf("launch: agent: peer gid %d is not from 0 to %d", gid, maxPeerID)
+		return fmt.Errorf("agentd: agent: peer gid %d is not from 0 to %d", gid, maxPeerID)
 	}
 	return nil
 }

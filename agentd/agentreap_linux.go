@@ -21,7 +21,7 @@ import (
 // with zombies (a session's `nohup cmd &` that outlives its shell). Session
 // leaders are never reaped here: their Wait (login.Process) must see the
 // status. The returned func stops the reaper.
-func (s *AgentServer) startReaper() (stop func()) {
+func (s *Server) startReaper() (stop func()) {
 	if os.Getpid() != 1 {
 		return func() {}
 	}
@@ -52,7 +52,7 @@ func (s *AgentServer) startReaper() (stop func()) {
 
 // reapOrphans collects the exit status of every child that is not a session
 // leader. WNOHANG: a child still running is left alone.
-func (s *AgentServer) reapOrphans() {
+func (s *Server) reapOrphans() {
 	s.startMu.Lock()
 	defer s.startMu.Unlock()
 	for _, pid := range childPIDs() {

@@ -27,21 +27,21 @@ import (
 )
 
 const (
-	// DefaultAgentMaxSessions bounds concurrent connections to the agent, as
+	// DefaultMaxSessions bounds concurrent connections to the agent, as
 	// the broker's default MaxSessions (64) bounds sessions.
-	DefaultAgentMaxSessions = 64
+	DefaultMaxSessions = 64
 	// agentRequestTimeout bounds the wait for the first request on a connection.
 	agentRequestTimeout = 10 * time.Second
 	// agentReplyTimeout bounds each reply written to the sidecar.
 	agentReplyTimeout = 5 * time.Second
 )
 
-// ErrAgentServerClosed is returned by Serve after Shutdown.
-var ErrAgentServerClosed = errors.New("launch: agent server closed")
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("agentd: agent server closed")
 
-// AgentConfig is what the agent's server may do. The sidecar cannot change
+// Config is what the agent's server may do. The sidecar cannot change
 // any of it: the wire carries no settings.
-type AgentConfig struct {
+type Config struct {
 	Users     []string // login names the agent may start sessions as
 	AllowRoot bool     // "root", or any uid-0 login.Account, may be started
 	// InsecureAllowSamePIDNamespace accepts peers inside the agent's own PID
@@ -52,16 +52,16 @@ type AgentConfig struct {
 	// the sidecar runs as another user). Any other peer is refused, in the
 	// development mode too.
 	PeerUID, PeerGID int
-	MaxSessions      int // concurrent connections; 0 means DefaultAgentMaxSessions
+	MaxSessions      int // concurrent connections; 0 means DefaultMaxSessions
 	Logger           *slog.Logger
 }
 
-// AgentServer serves the agent's side of the wire protocol.
+// Server serves the agent's side of the wire protocol.
 //
 // Lock order: mu before startMu. Fields not under a lock are set by
-// NewAgentServer and immutable.
-type AgentServer struct {
-	cfg                   AgentConfig
+// NewServer and immutable.
+type Server struct {
+	cfg                   Config
 	users                 map[string]bool
 	passwdPath, groupPath string // the workload's own files; tests use fixtures
 	log                   *slog.Logger
@@ -92,15 +92,15 @@ type agentSession struct {
 	shutdown atomic.Bool // set by Shutdown: report an error instead of the exit
 }
 
-// NewAgentServer checks cfg and returns a server. Like launch/local, the first
+// NewServer checks cfg and returns a server. Like launch/local, the first
 // call makes signals this process ignores caught instead, so sessions start
 // with default dispositions (launch/login/sigdisp_linux.go).
-func NewAgentServer(cfg AgentConfig) (*AgentServer, error) {
-	if err := checkAgentConfig(cfg); err != nil {
+func NewServer(cfg Config) (*Server, error) {
+	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.MaxSessions == 0 {
-		cfg.MaxSessions = DefaultAgentMaxSessions
+		cfg.MaxSessions = DefaultMaxSessions
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -110,7 +110,7 @@ func NewAgentServer(cfg AgentConfig) (*AgentServer, error) {
 		return nil, err
 	}
 	login.CatchIgnoredSignals()
-	s := &AgentServer{instance: inst, cfg: cfg, users: map[string]bool{}, passwdPath: login.SystemPasswd, groupPath: login.SystemGroup,
+	s := &Server{instance: inst, cfg: cfg, users: map[string]bool{}, passwdPath: login.SystemPasswd, groupPath: login.SystemGroup,
 		log: cfg.Logger, slots: make(chan struct{}, cfg.MaxSessions), refusals: newRefusalLog(cfg.Logger),
 		requestTimeout: agentRequestTimeout, sessions: map[*agentSession]struct{}{}, leaders: map[int]*agentSession{}}
 	for _, u := range cfg.Users {
@@ -129,14 +129,14 @@ func newInstance() (agentwire.Instance, error) {
 }
 
 // Instance is this run's instance, as every probe-ok and started reply carries it.
-func (s *AgentServer) Instance() agentwire.Instance { return s.instance }
+func (s *Server) Instance() agentwire.Instance { return s.instance }
 
-// Serve accepts connections on ln until Shutdown, then returns ErrAgentServerClosed.
-func (s *AgentServer) Serve(ln *net.UnixListener) error {
+// Serve accepts connections on ln until Shutdown, then returns ErrServerClosed.
+func (s *Server) Serve(ln *net.UnixListener) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		return ErrAgentServerClosed
+		return ErrServerClosed
 	}
 	s.ln = ln
 	s.mu.Unlock()
@@ -147,7 +147,7 @@ func (s *AgentServer) Serve(ln *net.UnixListener) error {
 		c, err := ln.AcceptUnix()
 		if err != nil {
 			if s.isClosing() {
-				return ErrAgentServerClosed
+				return ErrServerClosed
 			}
 			// EMFILE and the like: wait instead of spinning, up to a second.
 			s.log.Warn("accept failed", "err", err.Error())
@@ -163,20 +163,20 @@ func (s *AgentServer) Serve(ln *net.UnixListener) error {
 		}
 		if !s.track() {
 			c.Close()
-			return ErrAgentServerClosed
+			return ErrServerClosed
 		}
 		go s.serveConn(c, id, cred)
 	}
 }
 
-func (s *AgentServer) isClosing() bool {
+func (s *Server) isClosing() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closing
 }
 
 // track counts a connection goroutine unless the server is closing.
-func (s *AgentServer) track() bool {
+func (s *Server) track() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -189,7 +189,7 @@ func (s *AgentServer) track() bool {
 // Shutdown stops accepting, hangs up every session (each reports an error to
 // its sidecar, which records "launcher-lost"), and waits for the connections
 // to end or ctx to expire.
-func (s *AgentServer) Shutdown(ctx context.Context) error {
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
 	if s.ln != nil {
@@ -216,7 +216,7 @@ func (s *AgentServer) Shutdown(ctx context.Context) error {
 
 // serveConn serves one connection of an admitted peer: a probe, or one
 // session from spawn to exit.
-func (s *AgentServer) serveConn(c *net.UnixConn, id uint64, cred *unix.Ucred) {
+func (s *Server) serveConn(c *net.UnixConn, id uint64, cred *unix.Ucred) {
 	defer s.wg.Done()
 	defer agentwire.LingerClose(c)
 	log := s.log.With("conn", id, "peer_pid", cred.Pid, "peer_uid", cred.Uid, "peer_gid", cred.Gid)
@@ -252,7 +252,7 @@ func (s *AgentServer) serveConn(c *net.UnixConn, id uint64, cred *unix.Ucred) {
 }
 
 // readRequest waits (bounded) for the connection's one spawn or probe.
-func (s *AgentServer) readRequest(c *net.UnixConn) (agentwire.Frame, error) {
+func (s *Server) readRequest(c *net.UnixConn) (agentwire.Frame, error) {
 	if err := c.SetReadDeadline(time.Now().Add(s.requestTimeout)); err != nil {
 		return agentwire.Frame{}, err
 	}
@@ -269,7 +269,7 @@ func (s *AgentServer) readRequest(c *net.UnixConn) (agentwire.Frame, error) {
 
 // supervise reports the session's start, forwards the sidecar's signals,
 // hangs the session up when the sidecar's side closes, and reports the exit.
-func (s *AgentServer) supervise(c *net.UnixConn, ss *agentSession, acct login.Account, log *slog.Logger) {
+func (s *Server) supervise(c *net.UnixConn, ss *agentSession, acct login.Account, log *slog.Logger) {
 	id := acct.ID
 	log = log.With("user", id.User, "uid", id.UID, "pid", ss.proc.Pid())
 	started := time.Now()
@@ -320,7 +320,7 @@ func (s *AgentServer) supervise(c *net.UnixConn, ss *agentSession, acct login.Ac
 
 // readSignals forwards signal requests until the sidecar shuts its side
 // (the hang-up), breaks the protocol, or closing is set.
-func (s *AgentServer) readSignals(c *net.UnixConn, p *login.Process, log *slog.Logger, closing *atomic.Bool) {
+func (s *Server) readSignals(c *net.UnixConn, p *login.Process, log *slog.Logger, closing *atomic.Bool) {
 	for {
 		f, err := agentwire.ReadFrame(c, agentwire.MaxRequestFrame, agentwire.TypeSignal)
 		if closing.Load() {
@@ -362,7 +362,7 @@ func (s *AgentServer) readSignals(c *net.UnixConn, p *login.Process, log *slog.L
 
 // reply writes one reply frame, bounded; a failure is logged, as the
 // sidecar then sees the connection end.
-func (s *AgentServer) reply(c *net.UnixConn, log *slog.Logger, typ agentwire.Type, body []byte) {
+func (s *Server) reply(c *net.UnixConn, log *slog.Logger, typ agentwire.Type, body []byte) {
 	if err := agentwire.WriteFrame(c, agentwire.MaxReplyFrame, time.Now().Add(agentReplyTimeout), typ, body); err != nil {
 		log.Debug("reply not sent", "type", typ.String(), "err", err.Error())
 	}
@@ -370,7 +370,7 @@ func (s *AgentServer) reply(c *net.UnixConn, log *slog.Logger, typ agentwire.Typ
 
 // replyFailure logs why a request was refused and tells the sidecar. A
 // sidecar that closed without a request (EOF) gets no reply.
-func (s *AgentServer) replyFailure(c *net.UnixConn, log *slog.Logger, what string, err error) {
+func (s *Server) replyFailure(c *net.UnixConn, log *slog.Logger, what string, err error) {
 	if errors.Is(err, agentwire.ErrPeerClosed) {
 		log.Info("connection closed before a request")
 		return
@@ -391,31 +391,31 @@ func boolU32(b bool) uint32 {
 	return 0
 }
 
-// checkAgentConfig checks the allow-list: valid login names, and root only
+// checkConfig checks the allow-list: valid login names, and root only
 // with AllowRoot.
-func checkAgentConfig(cfg AgentConfig) error {
+func checkConfig(cfg Config) error {
 	if len(cfg.Users) == 0 {
-		return errors.New("launch: agent: no allowed users")
+		return errors.New("agentd: agent: no allowed users")
 	}
 	for _, u := range cfg.Users {
 		if !login.ValidLoginName(u) {
-			return fmt.Errorf("launch: agent: %q is not a valid login name", agentwire.Truncate(u, 64))
+			return fmt.Errorf("agentd: agent: %q is not a valid login name", agentwire.Truncate(u, 64))
 		}
 		if u == "root" && !cfg.AllowRoot {
-			return errors.New("launch: agent: root is allowed only with AllowRoot")
+			return errors.New("agentd: agent: root is allowed only with AllowRoot")
 		}
 	}
 	if err := checkPeerIDs(cfg.PeerUID, cfg.PeerGID); err != nil {
 		return err
 	}
 	if cfg.MaxSessions < 0 || cfg.MaxSessions > 10000 {
-		return errors.New("launch: agent: MaxSessions out of range")
+		return errors.New("agentd: agent: MaxSessions out of range")
 	}
 	return nil
 }
 
 // forget removes a finished session from the server's set.
-func (s *AgentServer) forget(ss *agentSession) {
+func (s *Server) forget(ss *agentSession) {
 	s.mu.Lock()
 	delete(s.sessions, ss)
 	s.mu.Unlock()

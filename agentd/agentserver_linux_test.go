@@ -20,7 +20,7 @@ import (
 
 // serveFake serves one connection of srv on a socketpair and returns the
 // sidecar's end; done is closed when the server is finished with it.
-func serveFake(t *testing.T, srv *AgentServer) (c *net.UnixConn, done <-chan struct{}) {
+func serveFake(t *testing.T, srv *Server) (c *net.UnixConn, done <-chan struct{}) {
 	t.Helper()
 	sidecar, agentEnd := testutil.SeqpacketPair(t)
 	if !srv.track() {
@@ -89,10 +89,10 @@ func spawnBody(mode uint32, user, term string, env ...string) []byte {
 	return agentwire.SpawnMsg{Mode: mode, User: user, Term: term, Command: "true", Env: env}.Encode()
 }
 
-// TestAgentServerRobustness sends the agent's server one bad request per
+// TestServerRobustness sends the agent's server one bad request per
 // case from a fake sidecar: each gets an error reply naming the rule it
 // broke, every fd sent is closed by the agent, and nothing runs.
-func TestAgentServerRobustness(t *testing.T) {
+func TestServerRobustness(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	ta.srv.requestTimeout = 100 * time.Millisecond
 	master, slave, err := pty.Open()
@@ -195,9 +195,9 @@ func TestAgentServerRobustness(t *testing.T) {
 	}
 }
 
-// TestAgentServerSessionRobustness covers requests after a session started:
+// TestServerSessionRobustness covers requests after a session started:
 // a bad signal frame is an error reply and a hang-up; the exit still follows.
-func TestAgentServerSessionRobustness(t *testing.T) {
+func TestServerSessionRobustness(t *testing.T) {
 	ta := newTestAgent(t, nil)
 	for _, tt := range []struct {
 		name     string
@@ -306,9 +306,9 @@ func TestSpawnRequestSize(t *testing.T) {
 // sidecar's is closed without a reply, in the development mode too, and
 // nothing runs; the agent's log names what it saw and what it expects.
 func TestAgentRefusesWrongPeerCredentials(t *testing.T) {
-	for name, mutate := range map[string]func(*AgentConfig){
-		"uid": func(c *AgentConfig) { c.PeerUID = os.Geteuid() + 1 },
-		"gid": func(c *AgentConfig) { c.PeerGID = os.Getegid() + 1 },
+	for name, mutate := range map[string]func(*Config){
+		"uid": func(c *Config) { c.PeerUID = os.Geteuid() + 1 },
+		"gid": func(c *Config) { c.PeerGID = os.Getegid() + 1 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			ta := newTestAgent(t, mutate)

@@ -11,21 +11,21 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 )
 
-// ListenAgent listens on socket (a path, or "@name" for an abstract socket).
+// Listen listens on socket (a path, or "@name" for an abstract socket).
 // A path socket belongs to the sidecar's credentials, peerUID and peerGID,
 // with mode 0600: connect(2) needs write permission on the file (unix(7)),
 // so only that uid (and root) can reach it, and a sidecar that is not root
 // can use it. A stale socket file left by a dead agent is replaced; anything
 // else at the path is an error. An abstract socket has no file: peerUID and
 // peerGID are then only checked per connection (agentadmit_linux.go).
-func ListenAgent(socket string, peerUID, peerGID int) (*net.UnixListener, error) {
+func Listen(socket string, peerUID, peerGID int) (*net.UnixListener, error) {
 	if err := agentwire.CheckSocket(socket); err != nil {
 		return nil, err
 	}
 	if socket[0] == '@' {
 		ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: socket, Net: "unixpacket"})
 		if err != nil {
-			return nil, fmt.Errorf("launch: listen %s: %w", socket, err)
+			return nil, fmt.Errorf("agentd: listen %s: %w", socket, err)
 		}
 		return ln, nil
 	}
@@ -46,16 +46,16 @@ func ListenAgent(socket string, peerUID, peerGID int) (*net.UnixListener, error)
 func listenPath(socket string, peerUID, peerGID int) (*net.UnixListener, error) {
 	private, err := os.MkdirTemp(filepath.Dir(socket), ".agent")
 	if err != nil {
-		return nil, fmt.Errorf("launch: private directory for %s: %w", socket, err)
+		return nil, fmt.Errorf("agentd: private directory for %s: %w", socket, err)
 	}
 	defer os.RemoveAll(private)
 	staged := filepath.Join(private, "s")
 	if err := agentwire.CheckSocket(staged); err != nil {
-		return nil, fmt.Errorf("launch: %s: its staging path %s: %w (use a shorter path)", socket, staged, err)
+		return nil, fmt.Errorf("agentd: %s: its staging path %s: %w (use a shorter path)", socket, staged, err)
 	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: staged, Net: "unixpacket"})
 	if err != nil {
-		return nil, fmt.Errorf("launch: listen %s: %w", socket, err)
+		return nil, fmt.Errorf("agentd: listen %s: %w", socket, err)
 	}
 	// Close must not unlink the staged name, which the rename retires; the
 	// file at socket stays after Close and the next start replaces it as
@@ -63,11 +63,11 @@ func listenPath(socket string, peerUID, peerGID int) (*net.UnixListener, error) 
 	ln.SetUnlinkOnClose(false)
 	if err := givePeer(staged, peerUID, peerGID); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("launch: %s: %w", socket, err)
+		return nil, fmt.Errorf("agentd: %s: %w", socket, err)
 	}
 	if err := os.Rename(staged, socket); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("launch: move socket into place: %w", err)
+		return nil, fmt.Errorf("agentd: move socket into place: %w", err)
 	}
 	return ln, nil
 }
@@ -93,14 +93,14 @@ func removeStaleSocket(path string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("launch: %w", err)
+		return fmt.Errorf("agentd: %w", err)
 	}
 	if fi.Mode().Type() != os.ModeSocket {
-		return fmt.Errorf("launch: %s exists and is not a socket", path)
+		return fmt.Errorf("agentd: %s exists and is not a socket", path)
 	}
 	if c, err := net.DialTimeout("unixpacket", path, time.Second); err == nil {
 		c.Close()
-		return fmt.Errorf("launch: another agent listens on %s", path)
+		return fmt.Errorf("agentd: another agent listens on %s", path)
 	}
 	return os.Remove(path)
 }

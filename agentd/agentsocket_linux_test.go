@@ -33,10 +33,10 @@ except OSError as e:
 	return strings.TrimSpace(string(out))
 }
 
-// TestListenAgentPathBelongsToPeer: a path socket is created owned by the
+// TestListenPathBelongsToPeer: a path socket is created owned by the
 // configured sidecar uid and gid, mode 0600, so a sidecar that is not root
 // can connect and every other non-root uid is refused by the filesystem.
-func TestListenAgentPathBelongsToPeer(t *testing.T) {
+func TestListenPathBelongsToPeer(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the agent gives the socket file to another uid")
 	}
@@ -50,7 +50,7 @@ func TestListenAgentPathBelongsToPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	socket := filepath.Join(dir, "agent.sock")
-	ln, err := ListenAgent(socket, peer, peer)
+	ln, err := Listen(socket, peer, peer)
 	if err != nil {
 		t.Fatal(err)
 	}

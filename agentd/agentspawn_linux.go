@@ -19,7 +19,7 @@ import (
 // spawn checks a spawn frame, resolves the user in the workload's own passwd
 // and group files, and starts the session. It closes the frame's fds on every
 // path: after Start the child holds its own copies on fds 0-2.
-func (s *AgentServer) spawn(f agentwire.Frame) (ss *agentSession, acct login.Account, err error) {
+func (s *Server) spawn(f agentwire.Frame) (ss *agentSession, acct login.Account, err error) {
 	defer f.CloseFiles()
 	m, err := agentwire.DecodeSpawn(f.Body)
 	if err != nil {
@@ -146,7 +146,7 @@ func checkAccess(fd, mode int) error {
 // resolve maps an allow-listed login name to an account in the workload's
 // passwd and group files. Unlike launch/local, it never falls back to its own
 // user: a name that is not allowed, or not in the workload's passwd, is refused.
-func (s *AgentServer) resolve(name string) (login.Account, error) {
+func (s *Server) resolve(name string) (login.Account, error) {
 	if !s.users[name] {
 		return login.Account{}, &agentwire.Error{Code: agentwire.CodeNotAllowed, Msg: "user is not on the agent's allow-list"}
 	}
@@ -155,7 +155,7 @@ func (s *AgentServer) resolve(name string) (login.Account, error) {
 		return login.Account{}, &agentwire.Error{Code: agentwire.CodeNoUser, Msg: "user is not in the workload's passwd"}
 	}
 	if err != nil {
-		return login.Account{}, &agentwire.Error{Code: agentwire.CodeNoUser, Msg: "launch: look up login user: " + err.Error()}
+		return login.Account{}, &agentwire.Error{Code: agentwire.CodeNoUser, Msg: "agentd: look up login user: " + err.Error()}
 	}
 	if e.UID == 0 && !s.cfg.AllowRoot {
 		return login.Account{}, &agentwire.Error{Code: agentwire.CodeNotAllowed, Msg: "user has uid 0 and the agent does not allow root"}

@@ -185,22 +185,22 @@ func runLayout(runDir string) string {
 // run's: a session of another run among them is an anomaly (it was moved
 // there), and a run folder named otherwise is a note (a copy renamed on
 // the way). Ties go to the first session in name order.
-func (rr *RunReport) checkRunIDs() {
+func (r *RunReport) checkRunIDs() {
 	count := map[string]int{}
-	for _, s := range rr.Sessions {
+	for _, s := range r.Sessions {
 		if id := s.Report.RunID; id != "" {
-			if count[id]++; count[id] > count[rr.RunID] {
-				rr.RunID = id
+			if count[id]++; count[id] > count[r.RunID] {
+				r.RunID = id
 			}
 		}
 	}
-	for _, s := range rr.Sessions {
-		if id := s.Report.RunID; id != "" && id != rr.RunID {
-			s.anomaly(evidence.KindRunMismatch, s.Report.Dir, -1, "session was recorded for run %q, not for run %q as the other sessions here", id, rr.RunID)
+	for _, s := range r.Sessions {
+		if id := s.Report.RunID; id != "" && id != r.RunID {
+			s.anomaly(evidence.KindRunMismatch, s.Report.Dir, -1, "session was recorded for run %q, not for run %q as the other sessions here", id, r.RunID)
 		}
 	}
-	if base := filepath.Base(absPath(rr.RunDir)); rr.RunID != "" && base != rr.RunID {
-		rr.Notes = append(rr.Notes, evidence.Note{Kind: evidence.NoteRunFolderName, Msg: fmt.Sprintf("the sessions are of run %q; the run folder is named %q", rr.RunID, base)})
+	if base := filepath.Base(absPath(r.RunDir)); r.RunID != "" && base != r.RunID {
+		r.Notes = append(r.Notes, evidence.Note{Kind: evidence.NoteRunFolderName, Msg: fmt.Sprintf("the sessions are of run %q; the run folder is named %q", r.RunID, base)})
 	}
 }
 
@@ -214,13 +214,13 @@ func absPath(path string) string {
 
 // listTees returns the tee files by session id. A run without a tee
 // directory has no tees.
-func (rr *RunReport) listTees() map[string]string {
-	dir := filepath.Join(rr.RunDir, teeDirPath)
+func (r *RunReport) listTees() map[string]string {
+	dir := filepath.Join(r.RunDir, teeDirPath)
 	tees := map[string]string{}
-	entries, err := readRunDir(rr.RunDir, teeDirPath)
+	entries, err := readRunDir(r.RunDir, teeDirPath)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			rr.anomaly(evidence.KindFileUnreadable, dir, "cannot read the tool server's tees: %v", err)
+			r.anomaly(evidence.KindFileUnreadable, dir, "cannot read the tool server's tees: %v", err)
 		}
 		return tees
 	}
@@ -231,7 +231,7 @@ func (rr *RunReport) listTees() map[string]string {
 		}
 		path := filepath.Join(dir, e.Name())
 		if !e.Type().IsRegular() {
-			rr.anomaly(evidence.KindFileUnreadable, path, "tee is not a regular file (symbolic links are not followed)")
+			r.anomaly(evidence.KindFileUnreadable, path, "tee is not a regular file (symbolic links are not followed)")
 			continue
 		}
 		tees[id] = path

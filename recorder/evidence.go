@@ -93,6 +93,9 @@ type Options struct {
 // digestFile is a record file that keeps the size and SHA-256 of what was
 // written to it, so checkpoints and the close record vouch for the files
 // without reading them back.
+//
+// Write to it only with Write and writeWhole: the embedded *os.File's
+// other writers (WriteString, WriteAt, ReadFrom) would bypass the digest.
 type digestFile struct {
 	*os.File
 	sum  hash.Hash
@@ -121,10 +124,6 @@ func (f *digestFile) writeWhole(p []byte) error {
 	f.size += int64(torn)
 	return err
 }
-
-// WriteString shadows the embedded *os.File's, which would write without
-// updating the digest if anyone (io.WriteString) called it.
-func (f *digestFile) WriteString(s string) (int, error) { return f.Write([]byte(s)) }
 
 // attrs returns the file's size and digest so far under the given names.
 func (f *digestFile) attrs(into map[string]string, sizeName, sumName string) {

@@ -107,23 +107,6 @@ func recoverSession(s SessionFolder, opts Options) (needed bool, err error) {
 	return true, recoverIn(d, opts.Signer, time.Now)
 }
 
-// RecoverUnfinalized lists the sessions under root and recovers those that
-// need it (RecoverSessions), returning the directories it recovered and
-// the errors joined.
-func RecoverUnfinalized(root string, opts Options) ([]string, error) {
-	sessions, err := ListSessions(root)
-	errs := []error{err}
-	var recovered []string
-	RecoverSessions(context.Background(), sessions, opts, func(o RecoveryOutcome) {
-		if o.Err != nil {
-			errs = append(errs, fmt.Errorf("recorder: %s: %w", o.Dir, o.Err))
-			return
-		}
-		recovered = append(recovered, o.Dir)
-	})
-	return recovered, errors.Join(errs...)
-}
-
 // needsRecovery reports whether d's log does not end with a close record
 // and its checkpoint, there is no recovery file yet, and no recorder holds
 // the log (evidence.HeldByRecorder). It reads only the

@@ -65,7 +65,7 @@ func TestRecoveryKilledBeforeItsFileIsNamed(t *testing.T) {
 		crashRoot, crashDir = copyCrashState(t, dir)
 	}
 	t.Cleanup(func() { wholeWritten = nil })
-	if recovered, err := RecoverUnfinalized(root, testOptions()); err != nil || len(recovered) != 1 {
+	if recovered, err := recoverUnfinalized(root, testOptions()); err != nil || len(recovered) != 1 {
 		t.Fatalf("recovered %v, err %v", recovered, err)
 	}
 	wholeWritten = nil
@@ -82,7 +82,7 @@ func TestRecoveryKilledBeforeItsFileIsNamed(t *testing.T) {
 	for _, name := range []string{vocab.LogFile, typescriptName, timingName} {
 		before[name], _ = os.ReadFile(filepath.Join(crashDir, ptyDirName, name))
 	}
-	if recovered, err := RecoverUnfinalized(crashRoot, testOptions()); err != nil || len(recovered) != 1 {
+	if recovered, err := recoverUnfinalized(crashRoot, testOptions()); err != nil || len(recovered) != 1 {
 		t.Fatalf("the restart after a crash mid-recovery: recovered %v, err %v; want the session recovered", recovered, err)
 	}
 	for _, d := range []string{dir, crashDir} {

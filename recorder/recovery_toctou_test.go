@@ -1,12 +1,32 @@
 package recorder
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
+
+// recoverUnfinalized lists the sessions under root and recovers those that
+// need it (RecoverSessions, as serve's startup does), returning the
+// directories it recovered and the errors joined.
+func recoverUnfinalized(root string, opts Options) ([]string, error) {
+	sessions, err := ListSessions(root)
+	errs := []error{err}
+	var recovered []string
+	RecoverSessions(context.Background(), sessions, opts, func(o RecoveryOutcome) {
+		if o.Err != nil {
+			errs = append(errs, fmt.Errorf("recorder: %s: %w", o.Dir, o.Err))
+			return
+		}
+		recovered = append(recovered, o.Dir)
+	})
+	return recovered, errors.Join(errs...)
+}
 
 // crashedSession records a little, makes it durable and signed, then lets
 // the files go without a close record, as a killed sidecar leaves them.
@@ -56,7 +76,7 @@ func TestRecoveryFollowsNoSwappedPTYFolder(t *testing.T) {
 	}
 	t.Cleanup(func() { recoveryOpened = nil })
 
-	recovered, err := RecoverUnfinalized(root, testOptions())
+	recovered, err := recoverUnfinalized(root, testOptions())
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Errorf("the recovery wrote %s through the swapped link, outside the capture root", entries[0].Name())
 	}
@@ -82,7 +102,7 @@ func TestRecoveryLeavesALiveSessionAlone(t *testing.T) {
 	if err := s.Output([]byte("hello\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	recovered, err := RecoverUnfinalized(root, testOptions())
+	recovered, err := recoverUnfinalized(root, testOptions())
 	if err != nil || len(recovered) != 0 {
 		t.Fatalf("recovered %v (%v), want nothing", recovered, err)
 	}
@@ -92,7 +112,7 @@ func TestRecoveryLeavesALiveSessionAlone(t *testing.T) {
 	// The same session cut (its files closed without a close record) is
 	// recovered: the lock went with them.
 	crashed := crashedSession(t, root)
-	if recovered, err := RecoverUnfinalized(root, testOptions()); err != nil || len(recovered) != 1 || recovered[0] != crashed {
+	if recovered, err := recoverUnfinalized(root, testOptions()); err != nil || len(recovered) != 1 || recovered[0] != crashed {
 		t.Errorf("recovered %v (%v), want %s", recovered, err, crashed)
 	}
 }

@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,24 @@ import (
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
+
+// recoverUnfinalized lists the sessions under root and recovers those that
+// need it, as serve's startup does (recorder.ListSessions, then
+// recorder.RecoverSessions), returning the directories it recovered and the
+// errors joined.
+func recoverUnfinalized(root string, opts recorder.Options) ([]string, error) {
+	sessions, err := recorder.ListSessions(root)
+	errs := []error{err}
+	var recovered []string
+	recorder.RecoverSessions(context.Background(), sessions, opts, func(o recorder.RecoveryOutcome) {
+		if o.Err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", o.Dir, o.Err))
+			return
+		}
+		recovered = append(recovered, o.Dir)
+	})
+	return recovered, errors.Join(errs...)
+}
 
 // TestDiskFullAtSessionStart starts a session on a capture root that is
 // already full: the session is refused with a reason, no folder is left
@@ -47,7 +67,7 @@ func TestDiskFullAtSessionStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recovered, err := recorder.RecoverUnfinalized(root, recorder.Options{Signer: hostKey})
+	recovered, err := recoverUnfinalized(root, recorder.Options{Signer: hostKey})
 	if err != nil || len(recovered) != 0 {
 		t.Errorf("restart recovery: recovered %v, err %v; want nothing to do", recovered, err)
 	}

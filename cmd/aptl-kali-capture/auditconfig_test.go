@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 func TestParseServeConfigAudit(t *testing.T) {
@@ -18,14 +18,14 @@ func TestParseServeConfigAudit(t *testing.T) {
 	os.WriteFile(good, []byte("-a always,exit -F arch=b64 -S execve -k aptl_exec\n"), 0o600)
 	os.WriteFile(bad, []byte("# ok\n-a always,exit -F arch=b64 -S nosuchcall\n"), 0o600)
 
-	c, err := parseServeConfig(nil, cliconfig.MapLookup(map[string]string{"APTL_CAPTURE_CLASSES": "pty,audit", "APTL_CAPTURE_AUDIT_RULES": good}))
+	c, err := parseServeConfig(nil, testutil.MapLookup(map[string]string{"APTL_CAPTURE_CLASSES": "pty,audit", "APTL_CAPTURE_AUDIT_RULES": good}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.auditRules == nil || len(c.auditRules.Rules) != 1 || c.auditLimits.RotateBytes != 100<<20 || c.auditLimits.Files != 10 {
 		t.Errorf("audit settings: rules %+v limits %+v", c.auditRules, c.auditLimits)
 	}
-	if c, err := parseServeConfig(nil, cliconfig.MapLookup(nil)); err != nil || c.auditRules != nil {
+	if c, err := parseServeConfig(nil, testutil.MapLookup(nil)); err != nil || c.auditRules != nil {
 		t.Errorf("default: audit rules %+v, %v; want none (audit not in the default classes)", c.auditRules, err)
 	}
 	for _, tc := range []struct {
@@ -38,7 +38,7 @@ func TestParseServeConfigAudit(t *testing.T) {
 		{[]string{"--classes", "pty,audit", "--audit-rules", filepath.Join(dir, "missing")}, "no such file"},
 		{[]string{"--classes", "pty,audit", "--audit-rules", good, "--audit-files", "0"}, "--audit-files"},
 	} {
-		_, err := parseServeConfig(tc.args, cliconfig.MapLookup(nil))
+		_, err := parseServeConfig(tc.args, testutil.MapLookup(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}

@@ -12,10 +12,11 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 func TestParseServeConfigDefaults(t *testing.T) {
-	c, err := parseServeConfig(nil, cliconfig.MapLookup(nil))
+	c, err := parseServeConfig(nil, testutil.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestParseServeConfigEnvAndFlags(t *testing.T) {
 	env["APTL_CAPTURE_USERS"] = "kali, tools"
 	env["APTL_CAPTURE_LOGIN_GRACE"] = "5s"
 	env["APTL_CAPTURE_MAX_SESSIONS"] = "9"
-	c, err := parseServeConfig([]string{"--max-sessions", "12", "--root", "/var/log/aptl/captures"}, cliconfig.MapLookup(env))
+	c, err := parseServeConfig([]string{"--max-sessions", "12", "--root", "/var/log/aptl/captures"}, testutil.MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestParseServeConfigAgent(t *testing.T) {
 	env := map[string]string{}
 	env["APTL_CAPTURE_LAUNCH"] = "agent"
 	env["APTL_CAPTURE_AGENT_SOCKET"] = "/run/aptl/agent.sock"
-	c, err := parseServeConfig(nil, cliconfig.MapLookup(env))
+	c, err := parseServeConfig(nil, testutil.MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestParseServeConfigRanges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag+"="+tt.value, func(t *testing.T) {
-			_, err := parseServeConfig([]string{"--" + tt.flag, tt.value}, cliconfig.MapLookup(nil))
+			_, err := parseServeConfig([]string{"--" + tt.flag, tt.value}, testutil.MapLookup(nil))
 			if err == nil || !strings.Contains(err.Error(), "--"+tt.flag+" / APTL_CAPTURE_") || !strings.HasSuffix(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want the flag and %q", err, tt.want)
 			}
@@ -147,7 +148,7 @@ func TestParseServeConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseServeConfig(tt.args, cliconfig.MapLookup(tt.env))
+			_, err := parseServeConfig(tt.args, testutil.MapLookup(tt.env))
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
 			}
@@ -156,7 +157,7 @@ func TestParseServeConfigErrors(t *testing.T) {
 }
 
 func TestParseServeConfigAlgorithms(t *testing.T) {
-	c, err := parseServeConfig(nil, cliconfig.MapLookup(nil))
+	c, err := parseServeConfig(nil, testutil.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestParseServeConfigAlgorithms(t *testing.T) {
 	env := map[string]string{}
 	env["APTL_CAPTURE_KEX"] = "+diffie-hellman-group14-sha1"
 	env["APTL_CAPTURE_MACS"] = "+hmac-sha1"
-	c, err = parseServeConfig([]string{"--macs", "^hmac-sha2-512-etm@openssh.com", "--ciphers", "-aes192-ctr"}, cliconfig.MapLookup(env))
+	c, err = parseServeConfig([]string{"--macs", "^hmac-sha2-512-etm@openssh.com", "--ciphers", "-aes192-ctr"}, testutil.MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestParseServeConfigAlgorithms(t *testing.T) {
 }
 
 func TestServeCheckPrintsEffectiveSettings(t *testing.T) {
-	c, err := parseServeConfig([]string{"--check", "--kex", "curve25519-sha256", "--macs", "+hmac-sha1", "--state-dir", "/var/lib/aptl"}, cliconfig.MapLookup(nil))
+	c, err := parseServeConfig([]string{"--check", "--kex", "curve25519-sha256", "--macs", "+hmac-sha1", "--state-dir", "/var/lib/aptl"}, testutil.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestServeCheckPrintsEffectiveSettings(t *testing.T) {
 	if warn.String() != "" {
 		t.Errorf("hmac-sha1 is not in x/crypto's insecure list, yet warned: %q", warn.String())
 	}
-	c, err = parseServeConfig([]string{"--check", "--kex", "+diffie-hellman-group14-sha1"}, cliconfig.MapLookup(nil))
+	c, err = parseServeConfig([]string{"--check", "--kex", "+diffie-hellman-group14-sha1"}, testutil.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestServeCheckPrintsEffectiveSettings(t *testing.T) {
 }
 
 func TestParseServeConfigPreauth(t *testing.T) {
-	c, err := parseServeConfig(nil, cliconfig.MapLookup(nil))
+	c, err := parseServeConfig(nil, testutil.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestParseServeConfigPreauth(t *testing.T) {
 	env := map[string]string{}
 	env["APTL_CAPTURE_MAX_STARTUPS"] = "10:50:40"
 	env["APTL_CAPTURE_PER_SOURCE_MAX_STARTUPS"] = "3"
-	c, err = parseServeConfig([]string{"--max-startups", "12"}, cliconfig.MapLookup(env))
+	c, err = parseServeConfig([]string{"--max-startups", "12"}, testutil.MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,14 +260,14 @@ func TestParseServeConfigPreauth(t *testing.T) {
 // TestParseServeConfigLogLevel: serve has --log-level, as aptl-launch-agent
 // has, with its environment variable and an error naming both.
 func TestParseServeConfigLogLevel(t *testing.T) {
-	c, err := parseServeConfig([]string{"--log-level", "debug"}, cliconfig.MapLookup(nil))
+	c, err := parseServeConfig([]string{"--log-level", "debug"}, testutil.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.logLevel != slog.LevelDebug {
 		t.Errorf("log level = %v, want debug", c.logLevel)
 	}
-	_, err = parseServeConfig(nil, cliconfig.MapLookup(map[string]string{"APTL_CAPTURE_LOG_LEVEL": "loud"}))
+	_, err = parseServeConfig(nil, testutil.MapLookup(map[string]string{"APTL_CAPTURE_LOG_LEVEL": "loud"}))
 	if want := `--log-level / APTL_CAPTURE_LOG_LEVEL: "loud" is not debug, info, warn or error`; err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %q", err, want)
 	}
@@ -289,7 +290,7 @@ func TestShellQuote(t *testing.T) {
 // TestUnknownCaptureEnv: a misspelt APTL_CAPTURE_* name is reported by
 // name; real settings and other prefixes are not.
 func TestUnknownCaptureEnv(t *testing.T) {
-	e := cliconfig.New("serve", cliconfig.MapLookup(nil), io.Discard)
+	e := cliconfig.New("serve", testutil.MapLookup(nil), io.Discard)
 	var s string
 	e.String(&s, "listen", "APTL_CAPTURE_LISTEN", "", "x")
 	got := unknownCaptureEnv(e.FlagSet, []string{"APTL_CAPTURE_LISTN=1", "APTL_CAPTURE_LISTEN=x", "APTL_RUN_ID=r", "APTL_CAPTURE_HOSTKEY_HOST=h"})

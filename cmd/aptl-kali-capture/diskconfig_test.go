@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 	"github.com/aptl/aptl-kali-capture/internal/diskstate"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // TestDiskSettings: the marks' defaults, their environment spellings,
 // and an error naming the setting for each value without hysteresis.
 func TestDiskSettings(t *testing.T) {
-	c, err := parseServeConfig(nil, cliconfig.MapLookup(nil))
+	c, err := parseServeConfig(nil, testutil.MapLookup(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func TestDiskSettings(t *testing.T) {
 	}
 	env := map[string]string{"APTL_CAPTURE_DISK_LOW_PERCENT": "20", "APTL_CAPTURE_DISK_LOW_MB": "0",
 		"APTL_CAPTURE_DISK_CRITICAL_MB": "0", "APTL_CAPTURE_DISK_RESUME_MB": "0"}
-	c, err = parseServeConfig([]string{"--disk-resume-percent", "30"}, cliconfig.MapLookup(env))
+	c, err = parseServeConfig([]string{"--disk-resume-percent", "30"}, testutil.MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestDiskSettings(t *testing.T) {
 		{[]string{"--disk-low-mb", "64"}, "--disk-low-mb / APTL_CAPTURE_DISK_LOW_MB: 64: must be above --disk-critical-mb (64)"},
 		{[]string{"--disk-resume-mb", "256"}, "--disk-resume-mb / APTL_CAPTURE_DISK_RESUME_MB: 256: must be above --disk-low-mb (256)"},
 	} {
-		_, err := parseServeConfig(bad.args, cliconfig.MapLookup(nil))
+		_, err := parseServeConfig(bad.args, testutil.MapLookup(nil))
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%v: error %v, want %q", bad.args, err, bad.want)
 		}

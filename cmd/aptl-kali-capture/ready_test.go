@@ -26,7 +26,7 @@ func (p *switchProber) Probe(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return errors.New("launch: the launch agent in the workload is unreachable")
+	return errors.New("agentclient: the launch agent in the workload is unreachable")
 }
 
 // watchedReadiness runs watchLaunch over p with a probe interval of an hour,

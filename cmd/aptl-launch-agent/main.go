@@ -81,7 +81,7 @@ func parseConfig(args []string, lookup cliconfig.Lookup, help io.Writer) (*confi
 		"uid the sidecar connects as (SO_PEERCRED); every other peer is refused")
 	e.String(&raw.peerGID, "peer-gid", "APTL_LAUNCH_AGENT_PEER_GID", "0",
 		"gid the sidecar connects as (SO_PEERCRED); every other peer is refused")
-	e.String(&raw.maxSessions, "max-sessions", "APTL_LAUNCH_AGENT_MAX_SESSIONS", strconv.Itoa(agentd.DefaultAgentMaxSessions), "concurrent sessions")
+	e.String(&raw.maxSessions, "max-sessions", "APTL_LAUNCH_AGENT_MAX_SESSIONS", strconv.Itoa(agentd.DefaultMaxSessions), "concurrent sessions")
 	logging := e.LoggingFlags("APTL_LAUNCH_AGENT_", "json")
 	if err := e.Parse(args); err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func run(args []string, lookup cliconfig.Lookup, stdout, stderr io.Writer) int {
 		log.Error("start failed", "err", err.Error())
 		return exitFailure
 	}
-	srv, err := agentd.NewAgentServer(agentd.AgentConfig{
+	srv, err := agentd.NewServer(agentd.Config{
 		Users:                         cfg.users,
 		AllowRoot:                     cfg.allowRoot,
 		InsecureAllowSamePIDNamespace: cfg.insecureAllowSamePIDNS,
@@ -163,7 +163,7 @@ func run(args []string, lookup cliconfig.Lookup, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aptl-launch-agent: %v\n", err)
 		return exitUsage
 	}
-	ln, err := agentd.ListenAgent(cfg.socket, cfg.peerUID, cfg.peerGID)
+	ln, err := agentd.Listen(cfg.socket, cfg.peerUID, cfg.peerGID)
 	if err != nil {
 		log.Error("listen failed", "err", err.Error())
 		return exitFailure
@@ -176,7 +176,7 @@ func run(args []string, lookup cliconfig.Lookup, stdout, stderr io.Writer) int {
 	return serveUntilSignal(srv, ln, log)
 }
 
-func serveUntilSignal(srv *agentd.AgentServer, ln *net.UnixListener, log *slog.Logger) int {
+func serveUntilSignal(srv *agentd.Server, ln *net.UnixListener, log *slog.Logger) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -32,7 +32,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "negative peer uid", args: []string{"-peer-uid", "-1"}, wantErr: `--peer-uid / APTL_LAUNCH_AGENT_PEER_UID: "-1" is not a number from 0 to 4294967294`},
 		{name: "peer uid no id", args: []string{"-peer-uid", "4294967295"}, wantErr: "APTL_LAUNCH_AGENT_PEER_UID"},
 		{name: "peer gid a name", env: map[string]string{"APTL_LAUNCH_AGENT_PEER_GID": "root"}, wantErr: `--peer-gid / APTL_LAUNCH_AGENT_PEER_GID: "root" is not a number`},
-		{name: "relative socket", args: []string{"-socket", "agent.sock"}, wantErr: "APTL_LAUNCH_AGENT_SOCKET: launch: agent socket must be an absolute path or @name"},
+		{name: "relative socket", args: []string{"-socket", "agent.sock"}, wantErr: "APTL_LAUNCH_AGENT_SOCKET: agentwire: agent socket must be an absolute path or @name"},
 		{name: "bad bool in env", env: map[string]string{"APTL_LAUNCH_AGENT_ALLOW_ROOT": "yes please"}, wantErr: `APTL_LAUNCH_AGENT_ALLOW_ROOT: "yes please" is not true or false`},
 		{name: "max sessions zero", args: []string{"-max-sessions", "0"}, wantErr: "not a number from 1 to 10000"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, wantErr: `"loud" is not debug`},
@@ -42,7 +42,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "stray argument", args: []string{"serve"}, wantErr: `unexpected argument "serve"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseConfig(tt.args, cliconfig.MapLookup(tt.env), io.Discard)
+			got, err := parseConfig(tt.args, testutil.MapLookup(tt.env), io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("parseConfig = %v, want an error containing %q", err, tt.wantErr)
@@ -61,7 +61,7 @@ func TestParseConfig(t *testing.T) {
 
 func TestRunRefusesRootWithoutAllowRoot(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"-users", "kali,root", "-socket", "@aptl-test-never-listens"}, cliconfig.MapLookup(nil), io.Discard, &stderr); code != exitUsage {
+	if code := run([]string{"-users", "kali,root", "-socket", "@aptl-test-never-listens"}, testutil.MapLookup(nil), io.Discard, &stderr); code != exitUsage {
 		t.Errorf("exit code = %d, want %d", code, exitUsage)
 	}
 	if !strings.Contains(stderr.String(), "root is allowed only with AllowRoot") {
@@ -81,7 +81,7 @@ func TestRunHelp(t *testing.T) {
 		}
 		return true
 	}
-	if code := run([]string{"-h"}, cliconfig.MapLookup(nil), &stdout, io.Discard); code != exitOK || !usage(stdout.String()) ||
+	if code := run([]string{"-h"}, testutil.MapLookup(nil), &stdout, io.Discard); code != exitOK || !usage(stdout.String()) ||
 		!strings.HasPrefix(stdout.String(), "usage: aptl-launch-agent [flags]\n") {
 		t.Errorf("exit %d, usage %q", code, stdout.String())
 	}
@@ -91,7 +91,7 @@ func TestRunHelp(t *testing.T) {
 // do (cliconfig.ExitUsage), and the message names the flag.
 func TestRunUsageErrorExitCode(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"-max-sessions", "0"}, cliconfig.MapLookup(nil), io.Discard, &stderr); code != 2 {
+	if code := run([]string{"-max-sessions", "0"}, testutil.MapLookup(nil), io.Discard, &stderr); code != 2 {
 		t.Errorf("exit code = %d, want 2", code)
 	}
 	if !strings.Contains(stderr.String(), "--max-sessions / APTL_LAUNCH_AGENT_MAX_SESSIONS") {

@@ -26,17 +26,17 @@ const maxSocketName = 107
 func CheckSocket(socket string) error {
 	switch {
 	case socket == "" || socket == "@":
-		return errors.New("launch: agent socket is empty")
+		return errors.New("agentwire: agent socket is empty")
 	case len(socket) > maxSocketName:
-		return fmt.Errorf("launch: agent socket is longer than %d bytes", maxSocketName)
+		return fmt.Errorf("agentwire: agent socket is longer than %d bytes", maxSocketName)
 	case strings.HasPrefix(socket, "@"):
 		for _, c := range []byte(socket[1:]) {
 			if c <= ' ' || c >= 0x7f {
-				return errors.New("launch: abstract agent socket name has a space or a non-printable byte")
+				return errors.New("agentwire: abstract agent socket name has a space or a non-printable byte")
 			}
 		}
 	case !filepath.IsAbs(socket) || strings.IndexByte(socket, 0) >= 0:
-		return errors.New("launch: agent socket must be an absolute path or @name")
+		return errors.New("agentwire: agent socket must be an absolute path or @name")
 	}
 	return nil
 }

@@ -30,14 +30,6 @@ const ExitUsage = 2
 // os.LookupEnv is one.
 type Lookup func(name string) (string, bool)
 
-// MapLookup looks names up in m, for tests.
-func MapLookup(m map[string]string) Lookup {
-	return func(name string) (string, bool) {
-		v, ok := m[name]
-		return v, ok
-	}
-}
-
 // Flags binds flags to environment variables on one FlagSet and collects
 // the errors of environment values that do not parse.
 type Flags struct {

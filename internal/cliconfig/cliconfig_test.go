@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 func newTestFlags(help *bytes.Buffer) *Flags {
-	e := New("tool sub", MapLookup(nil), &bytes.Buffer{})
+	e := New("tool sub", testutil.MapLookup(nil), &bytes.Buffer{})
 	e.SetHelpOutput(help)
 	var n int
 	e.Int(&n, "count", "TOOL_COUNT", 1, "how many")

@@ -45,12 +45,13 @@ type Thresholds struct {
 	LowFloor, CriticalFloor, ResumeFloor       int64
 }
 
-// Defaults: low below 10% or 256 MiB free, critical below 5% or 64 MiB,
-// ok again at 15% and 384 MiB. 64 MiB is a thousand sessions' reserves
-// of their closing records (recorder/reserve.go) and several seconds of a
-// fast transcript; 256 MiB leaves the transcripts room for minutes after
-// the witnesses stop. A volume smaller than the floors is low from the
-// start: set smaller floors for it.
+// DefaultThresholds returns the defaults: low below 10% or 256 MiB free,
+// critical below 5% or 64 MiB, ok again at 15% and 384 MiB. 64 MiB is a
+// thousand sessions' reserves of their closing records
+// (recorder/reserve.go) and several seconds of a fast transcript; 256 MiB
+// leaves the transcripts room for minutes after the witnesses stop. A
+// volume smaller than the floors is low from the start: set smaller floors
+// for it.
 func DefaultThresholds() Thresholds {
 	return Thresholds{
 		LowPercent: 10, CriticalPercent: 5, ResumePercent: 15,

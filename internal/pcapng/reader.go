@@ -93,8 +93,8 @@ const (
 const (
 	optEnd      = 0
 	optIfName   = 2
-	optTsResol  = 9
-	optTsOffset = 14
+	optTSResol  = 9
+	optTSOffset = 14
 )
 
 func blockName(typ uint32) string {
@@ -367,7 +367,7 @@ func (r *Reader) addInterface(at int64, body []byte) error {
 				return bad(ErrBound, "interface name of %d bytes is longer than %d", len(v), MaxNameBytes)
 			}
 			ifc.Name = string(v)
-		case optTsResol:
+		case optTSResol:
 			if len(v) != 1 {
 				return bad(ErrMalformed, "if_tsresol option of %d bytes, not 1", len(v))
 			}
@@ -375,7 +375,7 @@ func (r *Reader) addInterface(at int64, body []byte) error {
 			if ifc.tsBinary && ifc.tsExp > 63 || !ifc.tsBinary && ifc.tsExp > 19 {
 				return bad(ErrMalformed, "if_tsresol 0x%02x is finer than a 64-bit timestamp can count", v[0])
 			}
-		case optTsOffset:
+		case optTSOffset:
 			if len(v) != 8 {
 				return bad(ErrMalformed, "if_tsoffset option of %d bytes, not 8", len(v))
 			}

@@ -105,7 +105,7 @@ func readAll(r io.Reader) ([]Packet, *Reader, error) {
 // big-endian, with interfaces of its own) and blocks that are skipped.
 func TestReadsPacketsAndInterfaces(t *testing.T) {
 	ts := uint64(time.Date(2026, 12, 2, 8, 0, 0, 123456789, time.UTC).UnixNano())
-	nine := opt(optTsResol, []byte{9})
+	nine := opt(optTSResol, []byte{9})
 	be := func(b []byte) []byte { // a big-endian section: header and a µs interface
 		f := binary.BigEndian.AppendUint32(nil, byteOrderMagic)
 		f = binary.BigEndian.AppendUint16(f, 1)
@@ -196,9 +196,9 @@ func TestTimestampUnits(t *testing.T) {
 		{0x80, 0, 7, time.Unix(7, 0)},
 		{6, 100, 1, time.Unix(100, 1000)},
 	} {
-		opts := [][]byte{opt(optTsResol, []byte{c.resol})}
+		opts := [][]byte{opt(optTSResol, []byte{c.resol})}
 		if c.offset != 0 {
-			opts = append(opts, opt(optTsOffset, binary.LittleEndian.AppendUint64(nil, uint64(c.offset))))
+			opts = append(opts, opt(optTSOffset, binary.LittleEndian.AppendUint64(nil, uint64(c.offset))))
 		}
 		got, _, err := readAll(bytes.NewReader(cat(shb(), idb(1, snap, opts...), epb(0, c.units, nil, 0))))
 		if err != nil {
@@ -255,7 +255,7 @@ func hostileFiles() []hostile {
 	// The file: 144 bytes whose interface declares a snap length
 	// of 0xFFFFFFF0, then a packet.
 	crafted := cat(shb(opt(4, []byte("aptl-kali-capture")), opt(3, []byte("linux")), endOpt()),
-		idb(1, 0xFFFFFFF0, opt(optIfName, []byte("lo")), opt(optTsResol, []byte{9}), endOpt()),
+		idb(1, 0xFFFFFFF0, opt(optIfName, []byte("lo")), opt(optTSResol, []byte{9}), endOpt()),
 		epb(0, 1, make([]byte, 4), 4))
 	return []hostile{
 		{"crafted snap length", crafted, ErrBound, int64(len(shb(opt(4, []byte("aptl-kali-capture")), opt(3, []byte("linux")), endOpt()))), "snap length 4294967280 is not in 1..262144"},
@@ -283,7 +283,7 @@ func hostileFiles() []hostile {
 		{"no section header", cat(idb(1, snap), pkt), ErrMalformed, 0, "a pcapng file begins with a section header block"},
 		{"bad byte-order magic", cat(shb()[:8], []byte{1, 2, 3, 4}, shb()[12:]), ErrMalformed, 0, "byte-order magic"},
 		{"empty", nil, ErrTruncated, 0, "empty: no section header block"},
-		{"timestamp resolution past 64 bits", cat(shb(), idb(1, snap, opt(optTsResol, []byte{20}))), ErrMalformed, int64(len(shb())), "if_tsresol 0x14"},
+		{"timestamp resolution past 64 bits", cat(shb(), idb(1, snap, opt(optTSResol, []byte{20}))), ErrMalformed, int64(len(shb())), "if_tsresol 0x14"},
 	}
 }
 
@@ -323,7 +323,7 @@ func TestHostileFilesFailFast(t *testing.T) {
 // TestSteadyReadingAllocatesNothing: past the first block, reading
 // packets allocates nothing, whatever their number.
 func TestSteadyReadingAllocatesNothing(t *testing.T) {
-	b := bytes.NewBuffer(cat(shb(), idb(1, snap, opt(optTsResol, []byte{9}))))
+	b := bytes.NewBuffer(cat(shb(), idb(1, snap, opt(optTSResol, []byte{9}))))
 	for i := range 1000 {
 		b.Write(epb(0, uint64(i), make([]byte, 1+i%1500), uint32(1+i%1500)))
 	}

@@ -1,6 +1,7 @@
 // Package testutil holds the helpers the tests of several packages share:
-// bounded waits, a log buffer, fd and goroutine leak checks, session pipes
-// and PTY output, and raw agent-protocol records. Only tests import it.
+// bounded waits, a log buffer, an environment from a map, fd and goroutine
+// leak checks, session pipes and PTY output, and raw agent-protocol records.
+// Only tests import it.
 package testutil
 
 import (
@@ -39,6 +40,15 @@ func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// MapLookup looks environment variables up in m instead of the process's
+// environment: a cliconfig.Lookup for the commands' settings tests.
+func MapLookup(m map[string]string) func(name string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := m[name]
+		return v, ok
+	}
 }
 
 // WriteFixture writes content to a file name in a fresh temporary folder

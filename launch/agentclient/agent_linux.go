@@ -42,14 +42,7 @@ const (
 	agentRetryInterval = 100 * time.Millisecond
 )
 
-// DefaultAgentSocket is where the agent listens unless configured otherwise
-// (agentwire.DefaultSocket).
-const DefaultAgentSocket = agentwire.DefaultSocket
-
 var (
-	// ErrAgentUnreachable reports that the agent's socket did not accept a
-	// connection: readiness is degraded, and no session can start.
-	ErrAgentUnreachable = launch.ErrAgentUnreachable
 	// ErrAgentLost is wrapped by launch.Process.Wait when the agent vanished or broke
 	// the protocol before reporting the exit: the broker's "launcher-lost".
 	ErrAgentLost = errors.New("launch agent lost the session")
@@ -99,7 +92,7 @@ type AgentOption func(*Agent) error
 func WithDialTimeout(d time.Duration) AgentOption {
 	return func(a *Agent) error {
 		if d <= 0 {
-			return errors.New("launch: agent dial timeout must be positive")
+			return errors.New("agentclient: agent dial timeout must be positive")
 		}
 		a.dialTimeout = d
 		return nil
@@ -110,7 +103,7 @@ func WithDialTimeout(d time.Duration) AgentOption {
 func WithReplyTimeout(d time.Duration) AgentOption {
 	return func(a *Agent) error {
 		if d <= 0 {
-			return errors.New("launch: agent reply timeout must be positive")
+			return errors.New("agentclient: agent reply timeout must be positive")
 		}
 		a.replyTimeout = d
 		return nil
@@ -122,7 +115,7 @@ func WithReplyTimeout(d time.Duration) AgentOption {
 func WithAgentUID(uid int) AgentOption {
 	return func(a *Agent) error {
 		if uid < 0 {
-			return errors.New("launch: agent uid must not be negative")
+			return errors.New("agentclient: agent uid must not be negative")
 		}
 		a.agentUID = uid
 		return nil
@@ -134,7 +127,7 @@ func WithAgentUID(uid int) AgentOption {
 func WithUnreachableWait(d time.Duration) AgentOption {
 	return func(a *Agent) error {
 		if d < 0 || d > MaxAgentWait {
-			return fmt.Errorf("launch: agent wait %v is outside 0 to %v", d, MaxAgentWait)
+			return fmt.Errorf("agentclient: agent wait %v is outside 0 to %v", d, MaxAgentWait)
 		}
 		a.wait = d
 		return nil
@@ -175,7 +168,7 @@ func InsecureAllowAgentInSamePIDNS() AgentOption {
 // filesystem path, or "@name" for an abstract socket. It does not connect;
 // Probe does.
 func NewAgent(socket string, opts ...AgentOption) (*Agent, error) {
-	if err := CheckAgentSocket(socket); err != nil {
+	if err := agentwire.CheckSocket(socket); err != nil {
 		return nil, err
 	}
 	a := &Agent{socket: socket, dialTimeout: DefaultAgentDialTimeout, replyTimeout: DefaultAgentReplyTimeout,
@@ -199,10 +192,6 @@ func NewAgent(socket string, opts ...AgentOption) (*Agent, error) {
 	}
 	return a, nil
 }
-
-// CheckAgentSocket reports whether socket is a usable agent address
-// (agentwire.CheckSocket).
-func CheckAgentSocket(socket string) error { return agentwire.CheckSocket(socket) }
 
 // Name implements Launcher.
 func (a *Agent) Name() string { return "agent" }
@@ -255,7 +244,7 @@ func (a *Agent) Launch(ctx context.Context, spec launch.Spec) (p launch.Process,
 	}
 	// From here the waits last as long as the session; Hangup bounds the last one.
 	if err := c.SetDeadline(time.Time{}); err != nil {
-		return nil, fmt.Errorf("launch: agent: %w", err)
+		return nil, fmt.Errorf("agentclient: agent: %w", err)
 	}
 	return &agentProcess{id: id, audit: audit, c: c, exitWait: a.exitWait}, nil
 }
@@ -264,7 +253,7 @@ func (a *Agent) Launch(ctx context.Context, spec launch.Spec) (p launch.Process,
 // connection and reports whether ctx had not yet expired.
 func (a *Agent) connect(ctx context.Context) (c *net.UnixConn, stop func() bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+		return nil, nil, fmt.Errorf("agentclient: %w", context.Cause(ctx))
 	}
 	dctx, cancel := context.WithTimeout(ctx, a.dialTimeout)
 	defer cancel()
@@ -272,11 +261,11 @@ func (a *Agent) connect(ctx context.Context) (c *net.UnixConn, stop func() bool,
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		return nil, nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+		return nil, nil, fmt.Errorf("agentclient: %w", context.Cause(ctx))
 	case errors.Is(err, ErrAgentUntrusted):
-		return nil, nil, fmt.Errorf("launch: %w at %s", err, a.socket)
+		return nil, nil, fmt.Errorf("agentclient: %w at %s", err, a.socket)
 	default:
-		return nil, nil, fmt.Errorf("launch: %w at %s: %v", ErrAgentUnreachable, a.socket, err)
+		return nil, nil, fmt.Errorf("agentclient: %w at %s: %v", launch.ErrAgentUnreachable, a.socket, err)
 	}
 	// Cancelling ctx interrupts any blocked read or write on c at once.
 	stop = context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
@@ -297,7 +286,7 @@ func (a *Agent) connectWaiting(ctx context.Context) (*net.UnixConn, func() bool,
 			a.log.Info("launch agent answered; the session starts", "waited", time.Since(first).Round(time.Millisecond).String())
 			a.tellReachability()
 			return c, stop, nil
-		case err == nil || !errors.Is(err, ErrAgentUnreachable) || a.wait == 0:
+		case err == nil || !errors.Is(err, launch.ErrAgentUnreachable) || a.wait == 0:
 			return c, stop, err
 		case first.IsZero():
 			first = time.Now()
@@ -310,7 +299,7 @@ func (a *Agent) connectWaiting(ctx context.Context) (*net.UnixConn, func() bool,
 		select {
 		case <-ctx.Done():
 			pause.Stop()
-			return nil, nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+			return nil, nil, fmt.Errorf("agentclient: %w", context.Cause(ctx))
 		case <-pause.C:
 		}
 	}
@@ -324,7 +313,7 @@ func (a *Agent) tellReachability() {
 
 func launchCtxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("launch: %w", context.Cause(ctx))
+		return fmt.Errorf("agentclient: %w", context.Cause(ctx))
 	}
 	return err
 }
@@ -332,11 +321,11 @@ func launchCtxErr(ctx context.Context, err error) error {
 // readStarted waits (bounded) for the answer to a spawn request.
 func (a *Agent) readStarted(c *net.UnixConn, user string) (launch.Identity, auditSession, error) {
 	if err := c.SetReadDeadline(time.Now().Add(a.replyTimeout)); err != nil {
-		return launch.Identity{}, auditSession{}, fmt.Errorf("launch: agent: %w", err)
+		return launch.Identity{}, auditSession{}, fmt.Errorf("agentclient: agent: %w", err)
 	}
 	f, err := agentwire.ReadFrame(c, agentwire.MaxReplyFrame, agentwire.TypeStarted, agentwire.TypeError)
 	if err != nil {
-		return launch.Identity{}, auditSession{}, fmt.Errorf("launch: agent reply to spawn: %w", timeoutHint(err, a.replyTimeout))
+		return launch.Identity{}, auditSession{}, fmt.Errorf("agentclient: agent reply to spawn: %w", timeoutHint(err, a.replyTimeout))
 	}
 	if err := refuseFiles(&f); err != nil {
 		return launch.Identity{}, auditSession{}, err
@@ -393,7 +382,7 @@ func replyError(body []byte) error {
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("launch: %w: %s: %q", ErrAgentRefused, agentwire.Truncate(m.Code, 64), agentwire.Truncate(m.Message, 512))
+	return fmt.Errorf("agentclient: %w: %s: %q", ErrAgentRefused, agentwire.Truncate(m.Code, 64), agentwire.Truncate(m.Message, 512))
 }
 
 func timeoutHint(err error, d time.Duration) error {
@@ -432,14 +421,14 @@ func (a *Agent) Probe(ctx context.Context) (err error) {
 		}
 	}()
 	if err := agentwire.WriteFrame(c, agentwire.MaxRequestFrame, time.Now().Add(agentWriteTimeout), agentwire.TypeProbe, nil); err != nil {
-		return fmt.Errorf("launch: %w: %v", ErrAgentUnreachable, err)
+		return fmt.Errorf("agentclient: %w: %v", launch.ErrAgentUnreachable, err)
 	}
 	if err := c.SetReadDeadline(time.Now().Add(a.replyTimeout)); err != nil {
 		return err
 	}
 	f, err := agentwire.ReadFrame(c, agentwire.MaxReplyFrame, agentwire.TypeProbeOK, agentwire.TypeError)
 	if err != nil {
-		return fmt.Errorf("launch: %w: probe: %v", ErrAgentUnreachable, timeoutHint(err, a.replyTimeout))
+		return fmt.Errorf("agentclient: %w: probe: %v", launch.ErrAgentUnreachable, timeoutHint(err, a.replyTimeout))
 	}
 	if err := refuseFiles(&f); err != nil {
 		return err
@@ -494,24 +483,24 @@ func (p *agentProcess) Wait() (launch.Exit, error) {
 	f, err := agentwire.ReadFrame(p.c, agentwire.MaxReplyFrame, agentwire.TypeExit, agentwire.TypeError)
 	switch {
 	case err != nil && p.hungUp.Load() && errors.Is(err, os.ErrDeadlineExceeded):
-		return launch.Exit{}, fmt.Errorf("launch: %w: no exit status within %v of the hang-up", ErrAgentLost, p.exitWait)
+		return launch.Exit{}, fmt.Errorf("agentclient: %w: no exit status within %v of the hang-up", ErrAgentLost, p.exitWait)
 	case errors.Is(err, agentwire.ErrPeerClosed):
-		return launch.Exit{}, fmt.Errorf("launch: %w: the agent closed the connection without an exit status", ErrAgentLost)
+		return launch.Exit{}, fmt.Errorf("agentclient: %w: the agent closed the connection without an exit status", ErrAgentLost)
 	case err != nil:
-		return launch.Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
+		return launch.Exit{}, fmt.Errorf("agentclient: %w: %w", ErrAgentLost, err)
 	}
 	if err := refuseFiles(&f); err != nil {
-		return launch.Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
+		return launch.Exit{}, fmt.Errorf("agentclient: %w: %w", ErrAgentLost, err)
 	}
 	if f.Type == agentwire.TypeError {
-		return launch.Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, replyError(f.Body))
+		return launch.Exit{}, fmt.Errorf("agentclient: %w: %w", ErrAgentLost, replyError(f.Body))
 	}
 	m, err := agentwire.DecodeExit(f.Body)
 	if err == nil {
 		err = checkExit(m)
 	}
 	if err != nil {
-		return launch.Exit{}, fmt.Errorf("launch: %w: %w", ErrAgentLost, err)
+		return launch.Exit{}, fmt.Errorf("agentclient: %w: %w", ErrAgentLost, err)
 	}
 	return launch.Exit{Code: int(m.Code), Signal: syscall.Signal(m.Signal), CoreDumped: m.Core == 1}, nil
 }
@@ -532,11 +521,11 @@ func checkExit(m agentwire.ExitMsg) error {
 // Signal implements launch.Process: the agent sends sig to the session's process group.
 func (p *agentProcess) Signal(sig syscall.Signal) error {
 	if p.done.Load() {
-		return fmt.Errorf("launch: signal: %w", os.ErrProcessDone)
+		return fmt.Errorf("agentclient: signal: %w", os.ErrProcessDone)
 	}
 	name := launch.Exit{Signal: sig}.SignalName()
 	if name == "" {
-		return fmt.Errorf("launch: signal %d has no RFC 4254 name", int(sig))
+		return fmt.Errorf("agentclient: signal %d has no RFC 4254 name", int(sig))
 	}
 	return agentwire.WriteFrame(p.c, agentwire.MaxRequestFrame, time.Now().Add(agentWriteTimeout), agentwire.TypeSignal, agentwire.EncodeSignal(name))
 }

@@ -56,7 +56,7 @@ func (l *Local) Launch(ctx context.Context, spec launch.Spec) (launch.Process, e
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+		return nil, fmt.Errorf("local: %w", context.Cause(ctx))
 	}
 	if err := l.checkUserExists(spec.User); err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func (l *Local) Launch(ctx context.Context, spec launch.Spec) (launch.Process, e
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("launch: %w", context.Cause(ctx))
+		return nil, fmt.Errorf("local: %w", context.Cause(ctx))
 	}
 	// Through the login trampoline when this program hosts it (the
 	// sidecar's main does): the session gets an audit session of its own.
@@ -97,10 +97,10 @@ func (l *Local) checkUserExists(name string) error {
 	}
 	_, err := login.LookupPasswd(l.passwdPath, name)
 	if errors.Is(err, login.ErrUserNotFound) {
-		return fmt.Errorf("launch: %w: %q", ErrUnknownUser, name)
+		return fmt.Errorf("local: %w: %q", ErrUnknownUser, name)
 	}
 	if err != nil {
-		return fmt.Errorf("launch: look up login user: %w", err)
+		return fmt.Errorf("local: look up login user: %w", err)
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func ResolveAccount(passwdPath, groupPath, login string, euid, egid int) (Accoun
 		return serverAccount(passwdPath, login, euid, egid, "server user (login user absent)")
 	}
 	if err != nil {
-		return Account{}, fmt.Errorf("launch: look up login user: %w", err)
+		return Account{}, fmt.Errorf("login: look up login user: %w", err)
 	}
 	return SwitchedAccount(groupPath, e, "login user "+e.Name)
 }
@@ -73,12 +73,12 @@ func ResolveAccount(passwdPath, groupPath, login string, euid, egid int) (Accoun
 func SwitchedAccount(groupPath string, e PasswdEntry, note string) (Account, error) {
 	groups, err := supplementaryGroups(groupPath, e.Name, e.GID)
 	if err != nil {
-		return Account{}, fmt.Errorf("launch: look up groups: %w", err)
+		return Account{}, fmt.Errorf("login: look up groups: %w", err)
 	}
 	// WARNING: this credential is where a session stops running as root. The
 	// child calls setgroups, setgid, then setuid before execve (syscall
 	// forkAndExecInChild). Re-verify as root with:
-	//	go test -race -run 'TestLocalRunsAsLoginUser|TestAgentServerRunsAsLoginUser' ./launch/local/ ./agentd/
+	//	go test -race -run 'TestLocalRunsAsLoginUser|TestServerRunsAsLoginUser' ./launch/local/ ./agentd/
 	cred := &syscall.Credential{Uid: uint32(e.UID), Gid: uint32(e.GID), Groups: groups}
 	return Account{ID: IdentityOf(e, note), Cred: cred}, nil
 }
@@ -103,7 +103,7 @@ func serverAccount(passwdPath, login string, euid, egid int, note string) (Accou
 			Home: home, Shell: fallbackShell, Note: note + ", no passwd entry", Source: launch.IdentityResolved,
 		}}, nil
 	default:
-		return Account{}, fmt.Errorf("launch: look up server user: %w", err)
+		return Account{}, fmt.Errorf("login: look up server user: %w", err)
 	}
 }
 
@@ -122,7 +122,7 @@ func IdentityOf(e PasswdEntry, note string) launch.Identity {
 func Command(spec launch.Spec, acct Account) (*exec.Cmd, error) {
 	id := acct.ID
 	if !filepath.IsAbs(id.Shell) {
-		return nil, fmt.Errorf("launch: shell of %s is not an absolute path", id.User)
+		return nil, fmt.Errorf("login: shell of %s is not an absolute path", id.User)
 	}
 	args := []string{"-" + filepath.Base(id.Shell)} // login(1) convention: argv[0] "-bash" means login shell
 	if spec.Command != "" {

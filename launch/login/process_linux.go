@@ -80,7 +80,7 @@ func Start(cmd *exec.Cmd, acct Account) (*Process, error) {
 // no audit session of its own.
 func startDirect(cmd *exec.Cmd, acct Account, note string) (*Process, error) {
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("launch: start shell: %w", err)
+		return nil, fmt.Errorf("login: start shell: %w", err)
 	}
 	p := NewProcess(cmd, acct.ID)
 	p.auditNote = note
@@ -116,15 +116,15 @@ func (p *Process) Wait() (launch.Exit, error) {
 	close(p.done)
 
 	if werr != nil {
-		return launch.Exit{}, fmt.Errorf("launch: wait: %w", werr)
+		return launch.Exit{}, fmt.Errorf("login: wait: %w", werr)
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) { // an ExitError is a normal non-zero exit
-		return launch.Exit{}, fmt.Errorf("launch: wait: %w", err)
+		return launch.Exit{}, fmt.Errorf("login: wait: %w", err)
 	}
 	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok {
-		return launch.Exit{}, errors.New("launch: wait: no wait status")
+		return launch.Exit{}, errors.New("login: wait: no wait status")
 	}
 	return launch.ExitFromStatus(ws), nil
 }
@@ -141,13 +141,13 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.reaped {
-		return fmt.Errorf("launch: signal: %w", os.ErrProcessDone)
+		return fmt.Errorf("login: signal: %w", os.ErrProcessDone)
 	}
 	// WARNING: kill(-1) signals every process we may signal, and kill(0) our own
 	// group. The child of a successful Start never has pid 0 or 1 here (no launcher
 	// creates a PID namespace), but a negated bad pid must never reach kill(2).
 	if p.pid <= 1 {
-		return fmt.Errorf("launch: signal: refusing pid %d", p.pid)
+		return fmt.Errorf("login: signal: refusing pid %d", p.pid)
 	}
 	return os.NewSyscallError("kill", syscall.Kill(-p.pid, sig))
 }

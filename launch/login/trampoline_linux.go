@@ -521,13 +521,13 @@ func startTrampolined(cmd *exec.Cmd, loginUID uint32) (tcmd *exec.Cmd, ses uint3
 	spec.cred, attr.Credential = attr.Credential, nil // the trampoline switches
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("launch: trampoline socketpair: %w", err)
+		return nil, 0, "", fmt.Errorf("login: trampoline socketpair: %w", err)
 	}
 	// Non-blocking, so the launcher's end takes deadlines (os.NewFile polls it).
 	if err := unix.SetNonblock(fds[0], true); err != nil {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
-		return nil, 0, "", fmt.Errorf("launch: trampoline socketpair: %w", err)
+		return nil, 0, "", fmt.Errorf("login: trampoline socketpair: %w", err)
 	}
 	conn, child := os.NewFile(uintptr(fds[0]), "trampoline"), os.NewFile(uintptr(fds[1]), "trampoline-child")
 	defer conn.Close()
@@ -552,14 +552,14 @@ func startTrampolined(cmd *exec.Cmd, loginUID uint32) (tcmd *exec.Cmd, ses uint3
 // trampoline's end closes (the shell was exec'd) or it reports an error.
 func exchangeTrampoline(conn *os.File, spec trampolineSpec) (ses uint32, note string, err error) {
 	if err := conn.SetDeadline(time.Now().Add(trampolineTimeout)); err != nil {
-		return 0, "", fmt.Errorf("launch: trampoline: %w", err)
+		return 0, "", fmt.Errorf("login: trampoline: %w", err)
 	}
 	if _, err := conn.Write(encodeTrampolineSpec(spec)); err != nil {
-		return 0, "", fmt.Errorf("launch: send the command to the login trampoline: %w", err)
+		return 0, "", fmt.Errorf("login: send the command to the login trampoline: %w", err)
 	}
 	b, err := io.ReadAll(io.LimitReader(conn, maxTrampolineReport))
 	if err != nil {
-		return 0, "", fmt.Errorf("launch: login trampoline: %w", err)
+		return 0, "", fmt.Errorf("login: login trampoline: %w", err)
 	}
 	note = "the login trampoline reported nothing"
 	for line := range strings.Lines(string(b)) {
@@ -568,15 +568,15 @@ func exchangeTrampoline(conn *os.File, spec trampolineSpec) (ses uint32, note st
 		case reportSes:
 			n, perr := strconv.ParseUint(text, 10, 32)
 			if perr != nil || n == 0 || n == AuditSessionUnset {
-				return 0, "", errors.New("launch: login trampoline: malformed audit session report")
+				return 0, "", errors.New("login: login trampoline: malformed audit session report")
 			}
 			ses, note = uint32(n), ""
 		case reportNone:
 			ses, note = 0, text
 		case reportError:
-			return 0, "", fmt.Errorf("launch: start shell: %s", text)
+			return 0, "", fmt.Errorf("login: start shell: %s", text)
 		default:
-			return 0, "", errors.New("launch: login trampoline: malformed report")
+			return 0, "", errors.New("login: login trampoline: malformed report")
 		}
 	}
 	return ses, note, nil
@@ -608,7 +608,7 @@ func dedupEnv(env []string) ([]string, error) {
 	for i := len(env) - 1; i >= 0; i-- {
 		kv := env[i]
 		if strings.IndexByte(kv, 0) >= 0 {
-			return nil, errors.New("launch: environment variable contains NUL")
+			return nil, errors.New("login: environment variable contains NUL")
 		}
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok {
