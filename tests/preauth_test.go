@@ -183,6 +183,9 @@ func TestPreauthLocalFloodKeepsRemoteLogin(t *testing.T) {
 // stock OpenSSH logs the reason (with -v), an open session keeps working, health
 // passes, and closing the flood frees every slot.
 func TestPreauthFullTable(t *testing.T) {
+	// Built before the flood: a build under load can outlast the
+	// server's grace for the flood's idle connections.
+	bin := buildCommand(t)
 	h := newHarness(t, withLocalAddrs()) // every address its own source, as tool servers are
 
 	full := broker.DefaultLimits().MaxStartups.Full
@@ -215,7 +218,7 @@ func TestPreauthFullTable(t *testing.T) {
 	if err := os.WriteFile(ready, []byte("pty=ok\nlaunch=ok\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(buildCommand(t), "health", "--ready-file", ready, "--listen", h.addr).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "health", "--ready-file", ready, "--listen", h.addr).CombinedOutput(); err != nil {
 		t.Errorf("health at full: %v: %s", err, out)
 	}
 	stillOpen(t, flood)

@@ -6,7 +6,7 @@
 // launch/agentclient/agentpeer_linux.go, the agent's admit in
 // agentd/agentadmit_linux.go).
 //
-//	sidecar (Agent)                                   aptl-launch-agent (AgentServer)
+//	sidecar (Agent)                                   aptl-launch-agent (agentd.Server)
 //	connect SOCK_SEQPACKET|SOCK_CLOEXEC ────────────▶ accept; admit (agentd/agentadmit_linux.go):
 //	checkPeer: agent uid, other PID namespace,          SO_PEERCRED uid and gid must be the
 //	                                                   sidecar's and pid 0 (outside the agent's
@@ -181,7 +181,7 @@ func Protocolf(format string, args ...any) error {
 	return &Error{Code: CodeProtocol, Msg: "launch wire: " + fmt.Sprintf(format, args...)}
 }
 
-// frame is one received frame. The receiver owns files and must close them.
+// Frame is one received frame. The receiver owns files and must close them.
 type Frame struct {
 	Type  Type
 	Body  []byte

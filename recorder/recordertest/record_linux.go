@@ -47,9 +47,13 @@ type Chunk struct {
 	P      string
 }
 
-// In, Out and Err are chunks of input, output and stderr.
-func In(p string) Chunk  { return Chunk{vocab.StreamIn, p} }
+// In is a chunk of input.
+func In(p string) Chunk { return Chunk{vocab.StreamIn, p} }
+
+// Out is a chunk of output.
 func Out(p string) Chunk { return Chunk{vocab.StreamOut, p} }
+
+// Err is a chunk of stderr.
 func Err(p string) Chunk { return Chunk{vocab.StreamErr, p} }
 
 // PTYSpec is an interactive session: output around some input.
