@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -31,30 +30,11 @@ func goTool(tb testing.TB) string {
 	return gobin
 }
 
-// buildAgent builds cmd/aptl-launch-agent as the workload gets it: static
-// (CGO_ENABLED=0), and checks that the result has no ELF interpreter.
+// buildAgent returns cmd/aptl-launch-agent as the workload gets it:
+// static (CGO_ENABLED=0), checked to have no ELF interpreter.
 func buildAgent(tb testing.TB) string {
 	tb.Helper()
-	gobin := goTool(tb)
-	out := filepath.Join(tb.TempDir(), "aptl-launch-agent")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, "../cmd/aptl-launch-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build aptl-launch-agent: %v\n%s", err, msg)
-	}
-	f, err := elf.Open(out)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			tb.Fatal("aptl-launch-agent is dynamically linked; the workload needs a static binary")
-		}
-	}
-	return out
+	return built(tb, agentStatic)
 }
 
 // agentProc is a running aptl-launch-agent and what it logged.

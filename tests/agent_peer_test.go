@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,27 +51,12 @@ func startPeerTestAgent(t *testing.T) *peerTestAgent {
 	return &peerTestAgent{ns: ns, socket: socket, agent: agent, client: client}
 }
 
-// buildWireClient builds the wire client into a directory that uid 65534
-// may enter (the test's temp dirs are 0700).
+// buildWireClient returns the wire client, static, in a folder that uid
+// 65534 may enter (the test's temp dirs are 0700; the shared builds' are
+// not).
 func buildWireClient(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "aptl-wireclient-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "wireclient")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(t), "build", "-o", out, "./clients/wireclient")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build wireclient: %v\n%s", err, msg)
-	}
-	return out
+	return built(t, wireClientBuild)
 }
 
 // clientCmd runs the wire client as uid and gid 65534 with no groups; in

@@ -13,5 +13,7 @@ import (
 // session of their own.
 func TestMain(m *testing.M) {
 	login.TrampolineMain()
-	os.Exit(m.Run())
+	code := m.Run()
+	removeSharedBuilds()
+	os.Exit(code)
 }

@@ -15,25 +15,18 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
-// buildCommand builds cmd/aptl-kali-capture into a temporary directory.
+// buildCommand returns cmd/aptl-kali-capture, built once per test binary.
 func buildCommand(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	goBuild(t, dir, "../cmd/aptl-kali-capture")
-	return filepath.Join(dir, "aptl-kali-capture")
+	return built(t, captureBuild)
 }
 
-// buildStatic builds the server as compose/build.sh does for the images:
-// without cgo, which serve needs to change every thread's capabilities.
+// buildStatic returns the server as compose/build.sh builds it for the
+// images: without cgo, which serve needs to change every thread's
+// capabilities.
 func buildStatic(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command(goTool(t), "build", "-o", dir+"/", "../cmd/aptl-kali-capture")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build (CGO_ENABLED=0): %v\n%s", err, out)
-	}
-	return filepath.Join(dir, "aptl-kali-capture")
+	return built(t, captureStatic)
 }
 
 // skipUnlessLive skips a test that builds the programs and logs in with

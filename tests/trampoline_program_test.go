@@ -26,10 +26,8 @@ import (
 // trampoline ran.
 func TestServerStartsSessionsThroughTrampolineProgram(t *testing.T) {
 	skipUnlessLive(t)
-	built := t.TempDir()
-	goBuild(t, built, "../cmd/aptl-kali-capture", "../cmd/aptl-login-trampoline")
-	otherBuild := t.TempDir()
-	goBuild(t, otherBuild, "-ldflags=-X main.aptlTestOtherBuild=1", "../cmd/aptl-login-trampoline")
+	captureBin := built(t, captureBuild)
+	sameTrampoline, otherTrampoline := built(t, trampolineBuild), built(t, trampolineOther)
 
 	cases := []struct {
 		name       string
@@ -38,16 +36,16 @@ func TestServerStartsSessionsThroughTrampolineProgram(t *testing.T) {
 		wantLog    string
 		viaProgram bool
 	}{
-		{"same build", filepath.Join(built, login.TrampolineProgram), 0o755, `msg="login trampoline" program=`, true},
-		{"writable by others", filepath.Join(built, login.TrampolineProgram), 0o775, "writable by group or others", false},
-		{"another build", filepath.Join(otherBuild, login.TrampolineProgram), 0o755, "build setting -ldflags", false},
+		{"same build", sameTrampoline, 0o755, `msg="login trampoline" program=`, true},
+		{"writable by others", sameTrampoline, 0o775, "writable by group or others", false},
+		{"another build", otherTrampoline, 0o755, "build setting -ldflags", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			server := filepath.Join(dir, "aptl-kali-capture")
 			trampoline := filepath.Join(dir, login.TrampolineProgram)
-			copyFile(t, filepath.Join(built, "aptl-kali-capture"), server, 0o755)
+			copyFile(t, captureBin, server, 0o755)
 			copyFile(t, c.trampoline, trampoline, c.mode)
 
 			work := t.TempDir()
@@ -87,15 +85,6 @@ func TestServerStartsSessionsThroughTrampolineProgram(t *testing.T) {
 				t.Errorf("no trampoline ran: %v", a)
 			}
 		})
-	}
-}
-
-// goBuild builds the packages (after any flags) into the folder dir.
-func goBuild(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(goTool(t), append([]string{"build", "-o", dir + "/"}, args...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %v: %v\n%s", args, err, out)
 	}
 }
 
