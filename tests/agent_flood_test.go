@@ -32,6 +32,7 @@ const (
 // accept), and every refusal is in the agent's log, most as a count, so the
 // log does not grow with the flood.
 func TestAgentFlood(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	pa := startPeerTestAgent(t)
 	user := testAgentUserFlags(t)[1]
 	var flooders []*flooder

@@ -73,6 +73,7 @@ func startNSAgent(t *testing.T, bin, socket, hide string) *nsAgent {
 // workload can and cannot see, that terminal semantics survive the
 // boundary, and how each kind of death ends the session.
 func TestAgentNamespaceIsolation(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: unshare --pid --mount and the mounts of the workload's view")
 	}
@@ -83,7 +84,10 @@ func TestAgentNamespaceIsolation(t *testing.T) {
 	socket := fmt.Sprintf("@aptl-test-ns-%d-%d", os.Getpid(), time.Now().UnixNano())
 	// No development option: the agent is outside this PID namespace, as
 	// in a deployment, and the sidecar checks that.
-	agent, err := agentclient.NewAgent(socket, agentclient.WithAgentUID(os.Geteuid()))
+	// A short unreachable wait: "kill the agent" tests the refusal after
+	// the agent died, not the wait before it (agentd's restart test holds
+	// a session start through a restart).
+	agent, err := agentclient.NewAgent(socket, agentclient.WithAgentUID(os.Geteuid()), agentclient.WithUnreachableWait(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,13 +19,17 @@ import (
 // session is refused with a clear error and a record, never run unrecorded.
 // Once the agent listens, readiness turns ok and sessions run in it.
 func TestAgentReadiness(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	bin, agentBin := buildForLiveTest(t), buildAgent(t)
 	work := t.TempDir()
 	socket := fmt.Sprintf("@aptl-test-ready-%d", time.Now().UnixNano())
 	ready := filepath.Join(work, "ready")
 	_, sshArgs, _ := startServe(t, bin, work, "--launch", "agent", "--agent-socket", socket,
 		"--insecure-agent-same-pidns", "--agent-uid", strconv.Itoa(os.Geteuid()),
-		"--agent-probe-interval", "100ms", "--ready-file", ready)
+		"--agent-probe-interval", "100ms", "--ready-file", ready,
+		// The refusal is under test here, not the wait before it (agentd's
+		// restart test holds a session start through a restart).
+		"--agent-wait", "500ms")
 	listen := sshArgs[1] // the printed command starts "ssh -p PORT"
 	health := func() error {
 		return exec.Command(bin, "health", "--ready-file", ready, "--listen", "127.0.0.1:"+listen).Run()

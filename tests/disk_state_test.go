@@ -40,6 +40,7 @@ import (
 //     the disk, in the client's stderr and the log;
 //   - the record is finalized and verifies ok.
 func TestDiskStatesEndToEnd(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: a tmpfs capture root, a network namespace, and CAP_NET_RAW for the pcap witness")
 	}

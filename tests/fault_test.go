@@ -143,6 +143,7 @@ func (ls *liveServer) sessionDir(run, id string) string {
 // sessions (10 in the short form) finalizes every record with close reason
 // sidecar-shutdown, and each verifies OK.
 func TestFaultSIGTERMWithOpenSessions(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	n := 10
 	if slowTests {
 		n = 50
@@ -163,6 +164,7 @@ func TestFaultSIGTERMWithOpenSessions(t *testing.T) {
 // TestFaultSIGKILLWithOpenSessions: SIGKILL with sessions open leaves every
 // record unfinalized, and verify says so for each: none is OK.
 func TestFaultSIGKILLWithOpenSessions(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	ls := startLiveServer(t)
 	dirs := ls.openLiveSessions(t, 12)
 	if err := ls.srv.Signal(syscall.SIGKILL); err != nil {
@@ -241,6 +243,7 @@ func dialFreezingProxy(t *testing.T, target string) (client net.Conn, freeze fun
 // record is finalized with client-closed, verifies, and holds every byte
 // the client received.
 func TestFaultClientHalfOpen(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	h := newHarness(t, withClientAlive(200*time.Millisecond, 3))
 	tcp, freeze := dialFreezingProxy(t, h.addr)
 	sc, chans, reqs, err := gossh.NewClientConn(tcp, h.addr, h.clientConfig(h.user, h.client))
@@ -268,6 +271,7 @@ func TestFaultClientHalfOpen(t *testing.T) {
 // when the answer is a failure (x/crypto and node ssh2 answer unknown
 // global requests so), and OpenSSH answers them too.
 func TestClientAliveAnswered(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	t.Run("x/crypto failure replies", func(t *testing.T) {
 		h := newHarness(t, withClientAlive(100*time.Millisecond, 2))
 		tcp, err := net.Dial("tcp", h.addr)

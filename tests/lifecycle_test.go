@@ -96,7 +96,10 @@ func testShutdownFinalizesOpenSessions(t *testing.T, opts ...harnessOption) {
 // TestStalledClientLosesNothing floods output while the client reads
 // nothing: the broker must block the shell (bounded memory), and once the
 // client reads again every byte arrives and is recorded.
-func TestStalledClientLosesNothing(t *testing.T) { testStalledClientLosesNothing(t) }
+func TestStalledClientLosesNothing(t *testing.T) {
+	t.Parallel() // see parallel_test.go
+	testStalledClientLosesNothing(t)
+}
 
 // testStalledClientLosesNothing is TestStalledClientLosesNothing with extra harness options (agent_suites_test.go runs it
 // with the agent adapter).
@@ -250,7 +253,10 @@ func sequentialSessionsOverride(tb testing.TB) int {
 // TestBackgroundJobHoldingTerminal: the shell exits while a job it started
 // keeps the slave open (and keeps writing to it). The session must still
 // end with the shell's status, and the record must be finalized.
-func TestBackgroundJobHoldingTerminal(t *testing.T) { testBackgroundJobHoldingTerminal(t) }
+func TestBackgroundJobHoldingTerminal(t *testing.T) {
+	t.Parallel() // see parallel_test.go
+	testBackgroundJobHoldingTerminal(t)
+}
 
 // testBackgroundJobHoldingTerminal is TestBackgroundJobHoldingTerminal with extra harness options (agent_suites_test.go runs it
 // with the agent adapter).
@@ -279,7 +285,10 @@ func testBackgroundJobHoldingTerminal(t *testing.T, opts ...harnessOption) {
 // TestShutdownWithStalledClient: SIGTERM arrives while a client reads
 // nothing and the shell floods. Shutdown's deadline passes; it must still
 // close the connection and finalize the record before it returns.
-func TestShutdownWithStalledClient(t *testing.T) { testShutdownWithStalledClient(t) }
+func TestShutdownWithStalledClient(t *testing.T) {
+	t.Parallel() // see parallel_test.go
+	testShutdownWithStalledClient(t)
+}
 
 // testShutdownWithStalledClient is TestShutdownWithStalledClient with extra harness options (agent_suites_test.go runs it
 // with the agent adapter).

@@ -13,6 +13,7 @@ import (
 // session of their own.
 func TestMain(m *testing.M) {
 	login.TrampolineMain()
+	setParallelDefault()
 	code := m.Run()
 	removeSharedBuilds()
 	os.Exit(code)

@@ -19,6 +19,7 @@ import (
 // recorded, readiness says listen=taken, health fails with that reason and
 // the address, and after --port-taken-wait serve exits with status 4.
 func TestServePortTaken(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	tk := serveOnTakenPort(t, "3s")
 	defer tk.squatter.Close()
 	bin, addr, ready, logs := tk.bin, tk.addr, tk.ready, tk.logs
@@ -47,6 +48,7 @@ func TestServePortTaken(t *testing.T) {
 // TestServePortFreedDuringWait: when the holder lets go within
 // --port-taken-wait, serve listens and readiness says listen=ok.
 func TestServePortFreedDuringWait(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	tk := serveOnTakenPort(t, "30s")
 	bin, addr, ready, logs := tk.bin, tk.addr, tk.ready, tk.logs
 	tk.squatter.Close()

@@ -59,7 +59,10 @@ type pythonSummary struct {
 // rely on"). Each client, over one connection, runs a PTY shell with a window
 // change and 50 back-to-back delimited commands, and an exec session
 // without a PTY; the record must replay to exactly the bytes it exchanged.
-func TestPythonClients(t *testing.T) { testPythonClients(t) }
+func TestPythonClients(t *testing.T) {
+	t.Parallel() // see parallel_test.go
+	testPythonClients(t)
+}
 
 // testPythonClients is TestPythonClients with extra harness options (agent_suites_test.go runs it
 // with the agent adapter).

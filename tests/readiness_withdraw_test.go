@@ -18,6 +18,7 @@ import (
 // stopping before it has stopped. The session's shell ignores the hangup,
 // which keeps the shutdown busy for its kill grace.
 func TestReadinessWithdrawnAtSignal(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	bin := buildForLiveTest(t)
 	work := t.TempDir()
 	ready := filepath.Join(work, "ready")

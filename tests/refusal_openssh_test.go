@@ -16,6 +16,7 @@ import (
 // before it acts on a failed exec reply: a used session id, a reserved run
 // id, an invalid run id and a launch failure, 20 times each.
 func TestOpenSSHShowsRefusals(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	h := newHarness(t)
 	failing := newHarness(t, withLauncher(func(l launch.Launcher) launch.Launcher { return failingLauncher{l} }))
 	if code := exitCode(t, h.openssh(t, "-o", "SetEnv=APTL_SESSION_ID=used-1", "true").Run()); code != 0 {

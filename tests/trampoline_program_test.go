@@ -25,6 +25,7 @@ import (
 // either makes, and the session's audit-session record says whether a
 // trampoline ran.
 func TestServerStartsSessionsThroughTrampolineProgram(t *testing.T) {
+	t.Parallel() // see parallel_test.go
 	skipUnlessLive(t)
 	captureBin := built(t, captureBuild)
 	sameTrampoline, otherTrampoline := built(t, trampolineBuild), built(t, trampolineOther)
