@@ -183,7 +183,7 @@ type Server struct {
 	anonSeq atomic.Uint64
 
 	mu sync.Mutex // protects the following
-	// closing is set once by Shutdown/Close; no session starts after it.
+	// closing is set once by Shutdown; no session starts after it.
 	closing  bool
 	sessions map[*session]struct{}
 	// sessionsWG counts sessions from admission until their record is final.
@@ -297,15 +297,6 @@ func (srv *Server) Shutdown(ctx context.Context) error {
 		srv.log.Error("sessions not finalized at shutdown", "open_sessions", srv.ActiveSessions())
 	}
 	return err
-}
-
-// Close closes listeners and connections at once. Open sessions see their
-// clients vanish and finalize with close reason "client-closed".
-func (srv *Server) Close() error {
-	srv.mu.Lock()
-	srv.closing = true
-	srv.mu.Unlock()
-	return srv.ssh.Close()
 }
 
 // ActiveSessions reports the number of sessions admitted and not yet final.

@@ -336,19 +336,3 @@ func testShutdownWithStalledClient(t *testing.T, opts ...harnessOption) {
 		t.Errorf("record holds %d input and %d output bytes", len(in), len(out))
 	}
 }
-
-// TestCloseEndsSessions: Close drops every connection at once; the open
-// sessions see their client vanish and finalize their records.
-func TestCloseEndsSessions(t *testing.T) {
-	h := newHarness(t)
-	ss := openShell(t, h.dial(t), map[string]string{"APTL_SESSION_ID": "close-1"}, 24, 80)
-	ss.send("echo READY_CLOSE\n")
-	ss.waitOutput(regexp.MustCompile(`READY_CLOSE\r\n`))
-	if err := h.srv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	h.waitIdle(t)
-	if r := timingHeaders(t, h.sessionDir("_unbound", "close-1"))["APTL_CLOSE_REASON"]; r != "client-closed" {
-		t.Errorf("close reason = %q, want client-closed", r)
-	}
-}

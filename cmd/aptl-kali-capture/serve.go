@@ -230,7 +230,8 @@ func serveUntilSignal(srv *broker.Server, ln net.Listener, cfg *serveConfig, wit
 	case err := <-errc:
 		return err
 	case sig := <-sigs:
-		log.Info("shutting down", "signal", sig.String(), "open_sessions", srv.ActiveSessions())
+		// The handshakes still pending say whether a flood was under way.
+		log.Info("shutting down", "signal", sig.String(), "open_sessions", srv.ActiveSessions(), "unauthenticated_conns", srv.UnauthenticatedConns())
 	}
 	withdrawReadiness()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
