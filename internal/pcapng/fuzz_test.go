@@ -57,8 +57,8 @@ func read(t *testing.T, r io.Reader, size int) (int, error) {
 		if len(p.Data) > snap || len(p.Data) > size {
 			t.Fatalf("a packet of %d bytes from a %d-byte file", len(p.Data), size)
 		}
-		if _, ok := rd.Interface(p.Interface); !ok {
-			t.Fatalf("a packet of interface %d, which the section does not have", p.Interface)
+		if p.InterfaceID < 0 || p.InterfaceID >= len(rd.ifaces) || rd.ifaces[p.InterfaceID] != p.Interface {
+			t.Fatalf("a packet of interface %d (%+v), which the section does not have", p.InterfaceID, p.Interface)
 		}
 	}
 }

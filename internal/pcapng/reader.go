@@ -130,10 +130,11 @@ type Interface struct {
 // Packet is one packet read. Data is the reader's buffer: it is valid
 // until the next call to Next.
 type Packet struct {
-	Interface int // index among the section's interfaces
-	Time      time.Time
-	Length    uint32 // the packet's length on the wire
-	Data      []byte // the bytes captured
+	InterfaceID int       // index among the section's interfaces
+	Interface   Interface // that interface: its link type says how Data begins
+	Time        time.Time
+	Length      uint32 // the packet's length on the wire
+	Data        []byte // the bytes captured
 }
 
 // Reader reads the packets of a pcapng file.
@@ -176,14 +177,6 @@ func NewReader(r io.Reader, snapLen uint32) (*Reader, error) {
 		return nil, err
 	}
 	return rd, nil
-}
-
-// Interface returns the current section's interface id.
-func (r *Reader) Interface(id int) (Interface, bool) {
-	if id < 0 || id >= len(r.ifaces) {
-		return Interface{}, false
-	}
-	return r.ifaces[id], true
 }
 
 // Next returns the next packet; io.EOF when the file ends where a block
@@ -412,7 +405,7 @@ func (r *Reader) enhanced(body []byte, bad func(error, string, ...any) error) (P
 		return Packet{}, err
 	}
 	units := uint64(r.order.Uint32(body[4:8]))<<32 | uint64(r.order.Uint32(body[8:12]))
-	return Packet{Interface: int(id), Time: ifc.time(units), Length: origLen, Data: body[20 : 20+capLen]}, nil
+	return Packet{InterfaceID: int(id), Interface: *ifc, Time: ifc.time(units), Length: origLen, Data: body[20 : 20+capLen]}, nil
 }
 
 // simple returns the packet of a simple packet block: interface 0's,
@@ -429,7 +422,7 @@ func (r *Reader) simple(body []byte, bad func(error, string, ...any) error) (Pac
 	if int(capLen) > len(body)-4 {
 		return Packet{}, bad(ErrMalformed, "packet length %d is past the block's %d bytes of packet data", capLen, len(body)-4)
 	}
-	return Packet{Interface: 0, Length: origLen, Data: body[4 : 4+capLen]}, nil
+	return Packet{InterfaceID: 0, Interface: r.ifaces[0], Length: origLen, Data: body[4 : 4+capLen]}, nil
 }
 
 // options walks the options of a block, handing each to fn (when not

@@ -161,19 +161,19 @@ func TestReadsPacketsAndInterfaces(t *testing.T) {
 		}
 		for i, w := range want {
 			p := got[i]
-			if p.Interface != w.id || len(p.Data) != w.capLen || p.Length != w.origLen || !p.Time.Equal(w.at) {
-				t.Errorf("packet %d: interface %d, %d of %d bytes at %v; want %d, %d of %d at %v", i, p.Interface, len(p.Data), p.Length, p.Time, w.id, w.capLen, w.origLen, w.at)
+			if p.InterfaceID != w.id || len(p.Data) != w.capLen || p.Length != w.origLen || !p.Time.Equal(w.at) {
+				t.Errorf("packet %d: interface %d, %d of %d bytes at %v; want %d, %d of %d at %v", i, p.InterfaceID, len(p.Data), p.Length, p.Time, w.id, w.capLen, w.origLen, w.at)
 			}
 		}
 		if string(got[0].Data) != "abc" || string(got[3].Data) != "wxyz" {
 			t.Errorf("packet data %q, %q", got[0].Data, got[3].Data)
 		}
 		// The second section's interfaces replaced the first's.
-		if ifc, ok := rd.Interface(0); !ok || ifc.LinkType != 101 || ifc.SnapLen != 100 {
-			t.Errorf("interface 0 of the last section: %+v %v", ifc, ok)
+		if len(rd.ifaces) != 1 || rd.ifaces[0].LinkType != 101 || rd.ifaces[0].SnapLen != 100 {
+			t.Errorf("interfaces of the last section: %+v, want one of link type 101, snap length 100", rd.ifaces)
 		}
-		if _, ok := rd.Interface(1); ok {
-			t.Error("the last section has one interface; interface 1 is reported")
+		if got[3].Interface.LinkType != 101 {
+			t.Errorf("the last section's packet has link type %d, want its interface's 101", got[3].Interface.LinkType)
 		}
 	}
 }

@@ -57,8 +57,7 @@ func readCapture(t *testing.T, dir string) captured {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			intf, _ := r.Interface(p.Interface)
-			c.note(intf, p.Data)
+			c.note(p.Interface, p.Data)
 		}
 		f.Close()
 	}

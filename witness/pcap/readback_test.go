@@ -116,14 +116,14 @@ func TestWriterFileReadsBackIdentically(t *testing.T) {
 			t.Fatalf("packet %d read back, %d written", i, len(want))
 		}
 		w := want[i]
-		ifc, _ := r.Interface(p.Interface)
+		ifc := p.Interface
 		if ifc.Name != w.ifname || ifc.LinkType != uint16(w.linkType) || ifc.SnapLen != SnapLen {
 			t.Errorf("packet %d: interface %+v, want %s link type %d", i, ifc, w.ifname, w.linkType)
 		}
 		if !p.Time.Equal(w.ts) || int(p.Length) != w.length || !bytes.Equal(p.Data, w.data) {
 			t.Errorf("packet %d: %d of %d bytes at %v; want %d of %d at %v", i, len(p.Data), p.Length, p.Time, len(w.data), w.length, w.ts)
 		}
-		lines = append(lines, fmt.Sprintf("%d\t%s\t%d.%09d\t%d\t%d", p.Interface, ifc.Name, p.Time.Unix(), p.Time.Nanosecond(), len(p.Data), p.Length))
+		lines = append(lines, fmt.Sprintf("%d\t%s\t%d.%09d\t%d\t%d", p.InterfaceID, ifc.Name, p.Time.Unix(), p.Time.Nanosecond(), len(p.Data), p.Length))
 	}
 
 	if _, err := exec.LookPath("tshark"); err != nil {
