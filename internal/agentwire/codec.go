@@ -117,9 +117,6 @@ func (d *Decoder) Count(max int) int {
 	return int(n)
 }
 
-// Err is the first failure, or nil.
-func (d *Decoder) Err() error { return d.err }
-
 // End is the first failure, or an error if bytes follow the last field.
 func (d *Decoder) End() error {
 	if d.err == nil && len(d.b) != 0 {

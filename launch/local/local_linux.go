@@ -28,17 +28,14 @@ var _ launch.Launcher = (*Local)(nil)
 // The first call also undoes inherited SIG_IGN dispositions for the processes
 // it will start (login.CatchIgnoredSignals). Signals the server ignores with
 // signal.Ignore after that call would again be inherited by session processes.
-func New() *Local {
-	login.CatchIgnoredSignals()
-	return &Local{passwdPath: login.SystemPasswd, groupPath: login.SystemGroup}
-}
+func New() *Local { return NewWithAccountFiles(login.SystemPasswd, login.SystemGroup) }
 
-// NewWithAccountFiles is New with other passwd(5) and group(5) files than
-// the system's, as the tests' fixture accounts need.
+// NewWithAccountFiles is New reading accounts from passwdPath and
+// groupPath (passwd(5) and group(5) files): New names the system's, the
+// tests their fixture accounts.
 func NewWithAccountFiles(passwdPath, groupPath string) *Local {
-	l := New()
-	l.passwdPath, l.groupPath = passwdPath, groupPath
-	return l
+	login.CatchIgnoredSignals()
+	return &Local{passwdPath: passwdPath, groupPath: groupPath}
 }
 
 // Name implements Launcher.
