@@ -5,12 +5,10 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
@@ -22,7 +20,7 @@ func TestRecoveryStatementRefusals(t *testing.T) {
 	recovered := func(t *testing.T) (dir string, lines [][]byte) {
 		t.Helper()
 		dir = recordertest.Unfinalized(t, t.TempDir(), "run-r", "sess-r", signer, nil, nil)
-		if err := recorder.Recover(dir, signer, time.Now); err != nil {
+		if err := recordertest.Recover(dir, signer); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(ptyFile(dir, vocab.RecoveryFile))
@@ -39,7 +37,7 @@ func TestRecoveryStatementRefusals(t *testing.T) {
 
 	// Another key's recovery: a statement re-signed by someone else.
 	other := recordertest.Unfinalized(t, t.TempDir(), "run-r", "sess-r", signer, nil, nil)
-	if err := recorder.Recover(other, testutil.NewSigner(), time.Now); err != nil {
+	if err := recordertest.Recover(other, testutil.NewSigner()); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

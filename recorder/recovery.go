@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -20,10 +19,15 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
-// ErrFinalized is returned by Recover for a session that needs no recovery.
-var ErrFinalized = errors.New("recorder: session is finalized")
+// errFinalized is recoverIn's error for a session that needs no recovery.
+var errFinalized = errors.New("recorder: session is finalized")
 
-// Recover writes dir's recovery file (vocab.RecoveryFile, beside the log of
+// recoveryOpened, when set (by tests), runs once a session's folders are
+// open and before anything in them is read: a test swaps the pty folder
+// for a link there, deterministically, to prove the fds are used.
+var recoveryOpened func(dir string)
+
+// recoverIn writes the recovery file (vocab.RecoveryFile, beside the log of
 // a session the sidecar never finalized): a continuation of the chain from
 // the last record that checks out, saying what the log does not account
 // for (the typescript bytes past its last data record, with their digest,
@@ -33,25 +37,9 @@ var ErrFinalized = errors.New("recorder: session is finalized")
 // a silent cut into a stated one. It finds the cut with the session
 // verifier (package evidence), so a session whose files are not regular
 // files (a link, a named pipe) is refused, with an error naming the file,
-// and left as found. The run, session and pty folders are opened once,
-// without following a link, and everything is read and written relative
-// to them.
-func Recover(dir string, signer gossh.Signer, now func() time.Time) error {
-	d, err := openSessionDirs(filepath.Dir(filepath.Dir(dir)), filepath.Base(filepath.Dir(dir)), filepath.Base(dir))
-	if err != nil {
-		return fmt.Errorf("recorder: recover %s: %w", dir, err)
-	}
-	defer d.close()
-	return recoverIn(d, signer, now)
-}
-
-// recoveryOpened, when set (by tests), runs once a session's folders are
-// open and before anything in them is read: a test swaps the pty folder
-// for a link there, deterministically, to prove the fds are used.
-var recoveryOpened func(dir string)
-
-// recoverIn is Recover for a session whose folders d holds open: every
-// file is read and the recovery file created relative to d.pty.
+// and left as found. The run, session and pty folders are d's, opened once
+// without following a link (RecoverSessions opens them), and everything is
+// read and written relative to them.
 func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err error) {
 	if recoveryOpened != nil {
 		recoveryOpened(d.path)
@@ -59,7 +47,7 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 	dir := d.path
 	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{PTY: d.pty})
 	if rep.Finalized {
-		return ErrFinalized
+		return errFinalized
 	}
 	// The sidecar vouches, at its restart, for the records it wrote before
 	// the crash and had not signed yet: everything that chains.

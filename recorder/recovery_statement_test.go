@@ -9,12 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
@@ -33,7 +31,7 @@ func TestRecoveryStatesTheUncoveredTail(t *testing.T) {
 		}
 		f.WriteString(tail)
 		f.Close()
-		if err := recorder.Recover(dir, signer, time.Now); err != nil {
+		if err := recordertest.Recover(dir, signer); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(filepath.Join(dir, vocab.PTYDir, vocab.RecoveryFile))

@@ -10,14 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
@@ -97,7 +95,7 @@ func TestTornLastLineIsACrashCut(t *testing.T) {
 	}
 	before := mustRead(t, filepath.Join(dir, vocab.PTYDir, vocab.LogFile))
 
-	if err := recorder.Recover(dir, signer, time.Now); err != nil {
+	if err := recordertest.Recover(dir, signer); err != nil {
 		t.Fatal(err)
 	}
 	if after := mustRead(t, filepath.Join(dir, vocab.PTYDir, vocab.LogFile)); !bytes.Equal(after, before) {
@@ -126,7 +124,7 @@ func TestTornLastLineIsACrashCut(t *testing.T) {
 	// A recovery that states no torn line, of a log that has one: the line
 	// came after it.
 	clean := recordertest.Unfinalized(t, t.TempDir(), "run-t", "sess-c", signer, nil, nil)
-	if err := recorder.Recover(clean, signer, time.Now); err != nil {
+	if err := recordertest.Recover(clean, signer); err != nil {
 		t.Fatal(err)
 	}
 	appendTorn(t, clean, tornLine)
@@ -170,7 +168,7 @@ func TestCutWhileFinalizing(t *testing.T) {
 			if (rep.TornLog != nil) != (torn != "") {
 				t.Errorf("torn log line %+v, with %d torn bytes", rep.TornLog, len(torn))
 			}
-			if err := recorder.Recover(dir, signer, time.Now); err != nil {
+			if err := recordertest.Recover(dir, signer); err != nil {
 				t.Fatal(err)
 			}
 			rep = evidence.Verify(dir, evidence.Keys{Trusted: keys}, evidence.Options{})

@@ -6,14 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/recorder/recordertest"
 )
 
@@ -23,7 +21,7 @@ import (
 func TestRecoveryStatesUnsignedRecords(t *testing.T) {
 	signer := newTestSigner(t)
 	dir := recordertest.Unfinalized(t, t.TempDir(), "run-r", "sess-r", signer, nil, nil)
-	if err := recorder.Recover(dir, signer, time.Now); err != nil {
+	if err := recordertest.Recover(dir, signer); err != nil {
 		t.Fatal(err)
 	}
 	var rec integrity.Record
@@ -42,7 +40,7 @@ func TestRecoveryStatesUnsignedRecords(t *testing.T) {
 	// A session whose every record was signed says so too.
 	clean := recordertest.Unfinalized(t, t.TempDir(), "run-r", "sess-c", signer, nil, nil)
 	edit(t, clean, vocab.LogFile, func(b []byte) []byte { return joinLines(logLines(b)[:3]) })
-	if err := recorder.Recover(clean, signer, time.Now); err != nil {
+	if err := recordertest.Recover(clean, signer); err != nil {
 		t.Fatal(err)
 	}
 	rep = evidence.Verify(clean, evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{})

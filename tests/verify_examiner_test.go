@@ -114,7 +114,7 @@ func TestVerifyWrongKeyIsOneFinding(t *testing.T) {
 	wrong := writePubKey(t, newTestSigner(t).PublicKey())
 	finalized := recordFinalized(t, root, "run-w", "sess-f", signer)
 	cut := recordertest.Unfinalized(t, root, "run-w", "sess-c", signer, nil, nil)
-	if err := recorder.Recover(cut, signer, time.Now); err != nil {
+	if err := recordertest.Recover(cut, signer); err != nil {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{finalized, cut} {
