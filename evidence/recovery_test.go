@@ -89,25 +89,23 @@ func TestRecoveryStatementRefusals(t *testing.T) {
 
 // replacePrev changes a record line's previous hash to another valid one.
 func replacePrev(line []byte) []byte {
-	i := bytes.Index(line, []byte(`"prev":"`)) + len(`"prev":"`)
-	out := bytes.Clone(line)
-	if out[i] == '0' {
-		out[i] = '1'
-	} else {
-		out[i] = '0'
-	}
-	return out
+	return toggleByte(line, bytes.Index(line, []byte(`"prev":"`))+len(`"prev":"`), '0', '1')
 }
 
 // flipInSig changes one base64 character inside a checkpoint's armored
 // signature, past its header.
 func flipInSig(line []byte) []byte {
-	i := bytes.Index(line, []byte("-----BEGIN SSH SIGNATURE-----")) + 60
+	return toggleByte(line, bytes.Index(line, []byte("-----BEGIN SSH SIGNATURE-----"))+60, 'A', 'B')
+}
+
+// toggleByte returns a copy of line whose byte i is b where it was a, and
+// a anywhere else: a change that stays within the field's alphabet.
+func toggleByte(line []byte, i int, a, b byte) []byte {
 	out := bytes.Clone(line)
-	if out[i] == 'A' {
-		out[i] = 'B'
+	if out[i] == a {
+		out[i] = b
 	} else {
-		out[i] = 'A'
+		out[i] = a
 	}
 	return out
 }
