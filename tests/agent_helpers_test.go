@@ -54,8 +54,7 @@ func startAgent(tb testing.TB, socket string, argv ...string) *agentProc {
 	ap := &agentProc{logs: &testutil.LockedBuffer{}, done: make(chan struct{})}
 	ap.cmd = exec.Command(argv[0], argv[1:]...)
 	ap.cmd.Stderr = ap.logs
-	ap.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := ap.cmd.Start(); err != nil {
+	if err := testutil.StartWithDeathSignal(ap.cmd, syscall.SIGKILL); err != nil {
 		tb.Fatalf("start agent: %v", err)
 	}
 	go func() {

@@ -61,19 +61,17 @@ func buildWireClient(t *testing.T) string {
 
 // clientCmd runs the wire client as uid and gid 65534 with no groups; in
 // the workload (inWorkload) it runs inside the agent's PID namespace too,
-// entered by nsenter(1) as root, which then drops to 65534.
+// entered by nsenter(1) as root, which then drops to 65534. A long-lived
+// one is started with testutil.StartWithDeathSignal.
 func (pa *peerTestAgent) clientCmd(inWorkload bool, args ...string) *exec.Cmd {
 	id := strconv.Itoa(nobodyID)
 	if inWorkload {
 		argv := append([]string{"--target", strconv.Itoa(pa.ns.pid), "--pid", "--setuid", id, "--setgid", id, "--", pa.client}, args...)
-		cmd := exec.Command("nsenter", argv...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		return cmd
+		return exec.Command("nsenter", argv...)
 	}
 	cmd := exec.Command(pa.client, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: nobodyID, Gid: nobodyID, Groups: []uint32{}},
-		Pdeathsig:  syscall.SIGKILL,
 	}
 	return cmd
 }
@@ -173,7 +171,7 @@ func (pa *peerTestAgent) startFlooder(t *testing.T, inWorkload bool, hold int) *
 	}
 	stderr := &testutil.LockedBuffer{}
 	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
+	if err := testutil.StartWithDeathSignal(cmd, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	f := &flooder{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout), stderr: stderr}
