@@ -6,6 +6,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 )
 
 // StartWithDeathSignal starts cmd so that the kernel sends it sig when the
@@ -34,10 +36,9 @@ func StartWithDeathSignal(cmd *exec.Cmd, sig syscall.Signal) error {
 		}
 		pid := cmd.Process.Pid
 		started <- nil
-		// WNOWAIT leaves the child to cmd.Wait; EINTR only repeats the wait.
+		// WNOWAIT leaves the child to cmd.Wait.
 		var info unix.Siginfo
-		for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
-		}
+		safefs.RetryEINTR(func() error { return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) })
 	}()
 	return <-started
 }
