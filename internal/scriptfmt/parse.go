@@ -135,12 +135,16 @@ func parseHeader(s string, e *Entry) string {
 	if len(value) > MaxHeaderValue {
 		return fmt.Sprintf("header value longer than %d bytes", MaxHeaderValue)
 	}
-	for i := 0; i < len(value); {
-		r, size := utf8.DecodeRuneInString(value[i:])
-		if r == utf8.RuneError && size == 1 || !strconv.IsPrint(r) {
-			return "header value: an unescaped non-printable character or invalid UTF-8"
+	// A range loop has no condition to turn around: it ends with the
+	// value, which is bounded above.
+	const unescaped = "header value: an unescaped non-printable character or invalid UTF-8"
+	if !utf8.ValidString(value) {
+		return unescaped
+	}
+	for _, r := range value {
+		if !strconv.IsPrint(r) {
+			return unescaped
 		}
-		i += size
 	}
 	e.Name, e.Value = name, value
 	return ""
