@@ -16,14 +16,14 @@ func TestCodecRefusesWhatItDoesNotWrite(t *testing.T) {
 	e.Flag(true)
 	e.U32(2)
 	e.Str("a")
-	e.Str("b")
+	e.Str("four") // exactly its bound
 	d := NewDecoder(e.Bytes(), "test message")
 	name, n, flag := d.Str(16), d.U32(), d.Flag()
 	var list []string
 	for c := d.Count(8); c > 0; c-- {
 		list = append(list, d.Str(4))
 	}
-	if err := d.End(); err != nil || name != "kali" || n != 7 || !flag || strings.Join(list, ",") != "a,b" {
+	if err := d.End(); err != nil || name != "kali" || n != 7 || !flag || strings.Join(list, ",") != "a,four" {
 		t.Fatalf("round trip: %q %d %v %v: %v", name, n, flag, list, err)
 	}
 

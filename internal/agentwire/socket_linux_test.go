@@ -17,6 +17,9 @@ func TestCheckSocket(t *testing.T) {
 		{"@", false},
 		{"@with space", false},
 		{"@ctl\x01", false},
+		{"@del\x7f", false},
+		{"@tilde~", true}, // 0x7e, the last printable byte
+		{"@!", true},      // 0x21, the first
 		{"relative/agent.sock", false},
 		{"/" + strings.Repeat("a", maxSocketName), false},
 		{"/nul\x00byte", false},

@@ -225,7 +225,10 @@ func ReadFrame(c *net.UnixConn, maxLen int, want ...Type) (f Frame, err error) {
 		return f, err
 	case flags&unix.MSG_TRUNC != 0:
 		return f, Protocolf("frame larger than %d bytes", maxLen)
-	case flags&unix.MSG_CTRUNC != 0:
+	case flags&unix.MSG_CTRUNC != 0 || len(f.Files) > MaxFDs:
+		// The control buffer has room for one fd more than a frame may
+		// carry, so that one extra arrives (and is closed here); more set
+		// MSG_CTRUNC, and the kernel closes those.
 		return f, Protocolf("frame carries more than %d fds", MaxFDs)
 	case n < HeaderLen:
 		return f, Protocolf("truncated frame: %d bytes, header needs %d", n, HeaderLen)
