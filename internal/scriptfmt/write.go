@@ -172,15 +172,16 @@ func AppendSeconds(b []byte, d time.Duration) []byte {
 // cut after a whole escape so that, with TruncMark appended, it fits limit.
 func appendEscaped(b []byte, s string, quote bool, limit int) []byte {
 	start, fits := len(b), len(b)
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
+	// A range loop, which no changed condition can make endless; the size
+	// tells an invalid byte (1) from a U+FFFD written out (3).
+	for i, r := range s {
+		_, size := utf8.DecodeRuneInString(s[i:])
 		b = appendEscapedRune(b, r, size, s[i], quote)
 		if n := len(b) - start; n > limit {
 			return append(b[:fits], TruncMark...)
 		} else if n <= limit-len(TruncMark) {
 			fits = len(b)
 		}
-		i += size
 	}
 	return b
 }

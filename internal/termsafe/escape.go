@@ -21,8 +21,10 @@ func Escape(s string) string {
 	}
 	var b strings.Builder
 	b.Grow(len(s) + 16)
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
+	// A range loop, which no changed condition can make endless; the size
+	// tells an invalid byte (1) from a U+FFFD written out (3).
+	for i, r := range s {
+		_, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
@@ -32,7 +34,6 @@ func Escape(s string) string {
 			q := strconv.QuoteRune(r) // '\x1b', '\u009b'
 			b.WriteString(q[1 : len(q)-1])
 		}
-		i += size
 	}
 	return b.String()
 }
