@@ -74,24 +74,23 @@ func newTSPass(v *verifier, f *os.File, size int64) *tsPass {
 }
 
 // read feeds bytes [off, off+n) of the file to the writers. The caller has
-// checked that the file holds them.
+// checked that the file holds them; a file that ends sooner (it shrank
+// since) is io.ErrUnexpectedEOF. The copy is the standard library's, so
+// the loop over the file has no condition here that could run away.
 func (p *tsPass) read(off, n int64, w ...io.Writer) error {
-	for n > 0 {
-		b := p.buf[:min(n, int64(len(p.buf)))]
-		k, err := p.f.ReadAt(b, off)
-		for _, h := range w {
-			h.Write(b[:k])
-		}
-		p.v.progress(int64(k))
-		if k < len(b) {
-			if err == nil {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
-		off, n = off+int64(k), n-int64(k)
+	k, err := io.CopyBuffer(io.MultiWriter(append(w, progressWriter{p.v})...), io.NewSectionReader(p.f, off, n), p.buf)
+	if err == nil && k < n {
+		err = io.ErrUnexpectedEOF
 	}
-	return nil
+	return err
+}
+
+// progressWriter reports the bytes written to it as verify's progress.
+type progressWriter struct{ v *verifier }
+
+func (w progressWriter) Write(b []byte) (int, error) {
+	w.v.progress(int64(len(b)))
+	return len(b), nil
 }
 
 // advance hashes the file into the running digest up to to.
