@@ -40,29 +40,34 @@ func TestRecoveryStatementRefusals(t *testing.T) {
 	if err := recordertest.Recover(other, testutil.NewSigner()); err != nil {
 		t.Fatal(err)
 	}
+	// Where each refusal points: the file as a whole (record -1, offset
+	// -1), the recovery record (record 5, offset 0), or its checkpoint
+	// (record 6, at the second line's offset: cpAt, read from the file).
+	const cpAt = -2
 	for _, tc := range []struct {
-		name string
-		edit func(lines [][]byte) []byte
-		dir  string // "" for a fresh recovered session
-		want string
+		name        string
+		edit        func(lines [][]byte) []byte
+		dir         string // "" for a fresh recovered session
+		want        string
+		seq, offset int64
 	}{
-		{"signed by an untrusted key", nil, other, "recovery checkpoint signed by"},
-		{"one line only", func(l [][]byte) []byte { return l[0] }, "", "not one recovery record and one checkpoint"},
-		{"three lines", func(l [][]byte) []byte { return bytes.Join(append(l, l[1]), nil) }, "", "not one recovery record and one checkpoint"},
-		{"checkpoint torn", func(l [][]byte) []byte { return append(l[0], l[1][:len(l[1])/2]...) }, "", "not one recovery record and one checkpoint"},
-		{"not JSON", func(l [][]byte) []byte { return []byte("{not json\n{\"seq\":1}\n") }, "", "does not parse"},
+		{"signed by an untrusted key", nil, other, "recovery checkpoint signed by", 6, cpAt},
+		{"one line only", func(l [][]byte) []byte { return l[0] }, "", "not one recovery record and one checkpoint", -1, -1},
+		{"three lines", func(l [][]byte) []byte { return bytes.Join(append(l, l[1]), nil) }, "", "not one recovery record and one checkpoint", -1, -1},
+		{"checkpoint torn", func(l [][]byte) []byte { return append(l[0], l[1][:len(l[1])/2]...) }, "", "not one recovery record and one checkpoint", -1, -1},
+		{"not JSON", func(l [][]byte) []byte { return []byte("{not json\n{\"seq\":1}\n") }, "", "does not parse", -1, -1},
 		{"another seq", func(l [][]byte) []byte {
 			return bytes.Join([][]byte{bytes.Replace(l[0], []byte(`"seq":5`), []byte(`"seq":6`), 1), l[1]}, nil)
-		}, "", "does not continue the chain after record 4"},
+		}, "", "does not continue the chain after record 4", 5, 0},
 		{"another previous hash", func(l [][]byte) []byte {
 			return bytes.Join([][]byte{replacePrev(l[0]), l[1]}, nil)
-		}, "", "does not continue the chain after record 4"},
+		}, "", "does not continue the chain after record 4", 5, 0},
 		{"record changed under its checkpoint", func(l [][]byte) []byte {
 			return bytes.Join([][]byte{bytes.Replace(l[0], []byte("restarted"), []byte("restartet"), 1), l[1]}, nil)
-		}, "", "recovery checkpoint does not follow the recovery record"},
+		}, "", "recovery checkpoint does not follow the recovery record", 6, cpAt},
 		{"checkpoint's signature changed", func(l [][]byte) []byte {
 			return bytes.Join([][]byte{l[0], flipInSig(l[1])}, nil)
-		}, "", "recovery checkpoint signature"},
+		}, "", "recovery checkpoint signature", 6, cpAt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tc.dir
@@ -74,14 +79,25 @@ func TestRecoveryStatementRefusals(t *testing.T) {
 				}
 			}
 			rep := verify(d, signer.PublicKey())
-			var msgs []string
+			var found []evidence.Anomaly
 			for _, a := range rep.Anomalies {
 				if a.Kind == evidence.KindRecoveryInvalid {
-					msgs = append(msgs, a.Msg)
+					found = append(found, a)
 				}
 			}
-			if rep.Status != evidence.StatusTampered || len(msgs) != 1 || !strings.Contains(msgs[0], tc.want) || hasKind(rep, evidence.KindRecovered, "") {
-				t.Errorf("status %s, recovery-invalid findings %q, want one saying %q and no recovered statement: %v", rep.Status, msgs, tc.want, rep.Anomalies)
+			if rep.Status != evidence.StatusTampered || len(found) != 1 || !strings.Contains(found[0].Msg, tc.want) || hasKind(rep, evidence.KindRecovered, "") {
+				t.Fatalf("status %s, recovery-invalid findings %v, want one saying %q and no recovered statement: %v", rep.Status, found, tc.want, rep.Anomalies)
+			}
+			offset := tc.offset
+			if offset == cpAt {
+				b, err := os.ReadFile(ptyFile(d, vocab.RecoveryFile))
+				if err != nil {
+					t.Fatal(err)
+				}
+				offset = int64(bytes.IndexByte(b, '\n') + 1)
+			}
+			if a := found[0]; a.File != vocab.RecoveryFile || a.Seq != tc.seq || a.Offset != offset {
+				t.Errorf("the finding points at %s record %d offset %d, want %s record %d offset %d", a.File, a.Seq, a.Offset, vocab.RecoveryFile, tc.seq, offset)
 			}
 		})
 	}
