@@ -1,8 +1,10 @@
 package evidence
 
 import (
+	"strconv"
 	"testing"
 
+	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -116,4 +118,31 @@ func TestReportStartsWithNothingVerified(t *testing.T) {
 	if rep.LastVerifiedSeq != -1 || rep.LastVerifiedOffset != -1 || rep.ChainedOffset != -1 {
 		t.Errorf("last verified %d at %d, chained to %d; want -1, -1, -1", rep.LastVerifiedSeq, rep.LastVerifiedOffset, rep.ChainedOffset)
 	}
+}
+
+// TestOpenRecordHeaderLength: the typescript header length the open
+// record claims is 1 to maxHeaderLen bytes; 0, a negative length and one
+// byte past the bound are malformed.
+func TestOpenRecordHeaderLength(t *testing.T) {
+	for _, tc := range []struct {
+		n  string
+		ok bool
+	}{{"1", true}, {strconv.Itoa(maxHeaderLen), true}, {"0", false}, {"-1", false}, {strconv.Itoa(maxHeaderLen + 1), false}, {"x", false}} {
+		v := newTestVerifier()
+		v.rep.Dir = "/captures/run-1/sess-1"
+		r := &integrity.Record{Type: vocab.TypeOpen, Attrs: map[string]string{
+			vocab.AttrRunID: "run-1", vocab.AttrSessionID: "sess-1", vocab.AttrFormat: vocab.Format, vocab.AttrHeaderLen: tc.n}}
+		if got := v.checkOpen(r, 0); got != tc.ok || tc.ok && v.headerLen != mustAtoi(t, tc.n) {
+			t.Errorf("header length %s: accepted %v (header %d), want %v: %v", tc.n, got, v.headerLen, tc.ok, v.rep.Anomalies)
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
