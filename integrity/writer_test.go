@@ -194,7 +194,8 @@ func TestContinueWriterFollowsTheChain(t *testing.T) {
 func unmarshal(line []byte, r *Record) error { return json.Unmarshal(line, r) }
 
 // TestCoalescingBounds: a stored chunk never joins a pending gap, nor a
-// gap a stored chunk, data at offset 0 is data, and a data record holds at
+// gap a stored chunk, data at offset 0 is data (an empty chunk there joins
+// the bytes that follow it), and a data record holds at
 // most maxCoalesce bytes: a chunk that would pass it starts a new record.
 func TestCoalescingBounds(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), maxCoalesce)
@@ -216,6 +217,10 @@ func TestCoalescingBounds(t *testing.T) {
 			must(t, w.Data(vocab.StreamOut, 0, []byte("ab")))
 			must(t, w.Data(vocab.StreamOut, -1, []byte("cd")))
 		}, []rec{{vocab.TypeData, 0, 2}, {vocab.TypeGap, -1, 2}}},
+		{"an empty chunk at offset 0, then its bytes", func(w *Writer) {
+			must(t, w.Data(vocab.StreamOut, 0, nil))
+			must(t, w.Data(vocab.StreamOut, 0, []byte("ab")))
+		}, []rec{{vocab.TypeData, 0, 2}}},
 		{"up to the bound", func(w *Writer) {
 			must(t, w.Data(vocab.StreamOut, 10, big[1:]))
 			must(t, w.Data(vocab.StreamOut, 10+maxCoalesce-1, []byte("y")))
