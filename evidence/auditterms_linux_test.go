@@ -212,12 +212,7 @@ func TestAuditTerminalsOnlyFromVerifiedFiles(t *testing.T) {
 func TestForeignAuditRecordPointsAtTheFirst(t *testing.T) {
 	own := syscallLine(1, "pts3", "7")
 	rep := evidence.Verify(recordAudit(t, own+syscallLine(2, "pts4", "8")+syscallLine(3, "pts4", "8")), evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})
-	var found []evidence.Anomaly
-	for _, a := range rep.Anomalies {
-		if a.Kind == evidence.KindAuditForeignSes {
-			found = append(found, a)
-		}
-	}
+	found := anomaliesOf(rep, evidence.KindAuditForeignSes)
 	if len(found) != 1 || found[0].Seq != -1 || found[0].Offset != int64(len(own)) {
 		t.Errorf("foreign-session findings %v, want one at offset %d, record -1", found, len(own))
 	}

@@ -38,6 +38,17 @@ func hasKind(rep *evidence.Report, kind evidence.Kind, file string) bool {
 	return false
 }
 
+// anomaliesOf is the report's findings of kind, in order.
+func anomaliesOf(rep *evidence.Report, kind evidence.Kind) []evidence.Anomaly {
+	var found []evidence.Anomaly
+	for _, a := range rep.Anomalies {
+		if a.Kind == kind {
+			found = append(found, a)
+		}
+	}
+	return found
+}
+
 func editFile(t *testing.T, path string, f func([]byte) []byte) {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -207,12 +218,7 @@ func TestEarlierCheckpointsByAnUntrustedKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := verify(dir, trusted.PublicKey())
-	var found []evidence.Anomaly
-	for _, a := range rep.Anomalies {
-		if a.Kind == evidence.KindUntrustedKey {
-			found = append(found, a)
-		}
-	}
+	found := anomaliesOf(rep, evidence.KindUntrustedKey)
 	if len(found) != 1 || found[0].Seq != int64(len(lines)) || !strings.Contains(found[0].Msg, "the 1 checkpoints before this one are signed by") {
 		t.Errorf("untrusted-key findings %+v, want one at record %d saying the 1 earlier checkpoint is not a trusted key's", found, len(lines))
 	}

@@ -79,12 +79,7 @@ func TestRecoveryStatementRefusals(t *testing.T) {
 				}
 			}
 			rep := verify(d, signer.PublicKey())
-			var found []evidence.Anomaly
-			for _, a := range rep.Anomalies {
-				if a.Kind == evidence.KindRecoveryInvalid {
-					found = append(found, a)
-				}
-			}
+			found := anomaliesOf(rep, evidence.KindRecoveryInvalid)
 			if rep.Status != evidence.StatusTampered || len(found) != 1 || !strings.Contains(found[0].Msg, tc.want) || hasKind(rep, evidence.KindRecovered, "") {
 				t.Fatalf("status %s, recovery-invalid findings %v, want one saying %q and no recovered statement: %v", rep.Status, found, tc.want, rep.Anomalies)
 			}

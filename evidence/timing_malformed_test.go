@@ -25,12 +25,7 @@ func TestTimingLineNoClaimCovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := verify(dir, signer.PublicKey())
-	var found []evidence.Anomaly
-	for _, a := range rep.Anomalies {
-		if a.Kind == evidence.KindTimingMalformed {
-			found = append(found, a)
-		}
-	}
+	found := anomaliesOf(rep, evidence.KindTimingMalformed)
 	if len(found) != 1 {
 		t.Fatalf("malformed-timing findings %v, want one: %s %v", found, rep.Status, rep.Anomalies)
 	}
