@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,7 +140,7 @@ func sharedBuildRoot() (string, error) {
 func removeSharedBuilds() {
 	sharedBuilds.mu.Lock()
 	defer sharedBuilds.mu.Unlock()
-	if sharedBuilds.root != "" && strings.HasPrefix(filepath.Base(sharedBuilds.root), "aptl-tests-bin-") {
+	if sharedBuilds.root != "" { // set only by sharedBuildRoot's MkdirTemp
 		os.RemoveAll(sharedBuilds.root)
 	}
 }
