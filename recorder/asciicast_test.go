@@ -18,6 +18,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 )
@@ -100,10 +101,7 @@ func TestAsciicastExport(t *testing.T) {
 	m := Meta{RunID: "run-7", SessionID: "sess-3", Term: "xterm-256color", TTY: "/dev/pts/3", Rows: 24, Cols: 80,
 		Headers: []Header{{Name: "APTL_RUN_ID", Value: "run-7"}, {Name: "APTL_SESSION_ID", Value: "sess-3"}}}
 	start := time.Now()
-	s, err := Create(t.TempDir(), m, testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, t.TempDir(), m, testOptions())
 	in, out := play(t, s, castSteps)
 	if err := s.Close(0); err != nil {
 		t.Fatal(err)
@@ -161,10 +159,7 @@ func TestAsciicastExport(t *testing.T) {
 // echo it (read -s, sudo) is in the typescript as evidence, and in no
 // asciicast export unless --input asks for the input stream.
 func TestAsciicastUnechoedInput(t *testing.T) {
-	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm"}, testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm"}, testOptions())
 	const secret = "hunter2-canary"
 	play(t, s, []step{
 		{stream: 'O', p: []byte("[sudo] password for kali: ")},
@@ -200,10 +195,7 @@ func must(b []byte, err error) []byte {
 // TestAsciicastInvalidUTF8: bytes that are not UTF-8 become U+FFFD, one per
 // byte, including an incomplete character at the end of the session.
 func TestAsciicastInvalidUTF8(t *testing.T) {
-	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Command: "cat /bin/true"}, testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "s", Command: "cat /bin/true"}, testOptions())
 	play(t, s, []step{
 		{stream: 'O', p: []byte("a\xffb\xc3")},
 		{stream: 'O', p: []byte("(\xed\xa0\x80")}, // \xc3 then '(' is invalid; a surrogate is invalid
@@ -232,10 +224,7 @@ func TestAsciicastInvalidUTF8(t *testing.T) {
 // TestAsciicastLargeEntry: an entry larger than examine.CastChunk becomes several
 // events at the same time, and characters across their boundary survive.
 func TestAsciicastLargeEntry(t *testing.T) {
-	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm"}, testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm"}, testOptions())
 	big := []byte("x" + strings.Repeat("é", examine.CastChunk)) // a character straddles every chunk boundary
 	_, out := play(t, s, []step{{stream: 'O', p: big}})
 	if err := s.Close(0); err != nil {
@@ -270,10 +259,7 @@ func TestAsciicastMalformedTiming(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s"}, testOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "s"}, testOptions())
 			play(t, s, []step{{stream: 'O', p: []byte("hello\n")}})
 			if err := s.Close(0); err != nil {
 				t.Fatal(err)
@@ -287,6 +273,7 @@ func TestAsciicastMalformedTiming(t *testing.T) {
 			if err := os.WriteFile(tm, append(b, tt.line+"\n"...), 0o600); err != nil {
 				t.Fatal(err)
 			}
+			leaves(s, evidence.StatusTampered) // a line appended after the close
 			var w bytes.Buffer
 			err = examine.ExportAsciicast(s.Dir(), &w, examine.CastOptions{Input: true})
 			want := strings.ReplaceAll(tt.want, "NN", strconv.Itoa(lineNo))

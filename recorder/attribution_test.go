@@ -49,10 +49,7 @@ func TestBindAuditSession(t *testing.T) {
 	src := &binderSource{}
 	opts := testOptions()
 	opts.Witnesses = []WitnessSource{src, plainSource{}}
-	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm", TTY: "/dev/pts/7", Rows: 24, Cols: 80}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm", TTY: "/dev/pts/7", Rows: 24, Cols: 80}, opts)
 	mustOK(t, s.BindAuditSession(4711))
 	mustOK(t, s.Output([]byte("hello\r\n")))
 	mustOK(t, s.Close(0))
@@ -78,10 +75,7 @@ func TestNoAuditSession(t *testing.T) {
 	src := &binderSource{}
 	opts := testOptions()
 	opts.Witnesses = []WitnessSource{src}
-	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s"}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "s"}, opts)
 	const why = "the launch agent is older than audit session reporting"
 	mustOK(t, s.NoAuditSession(why))
 	mustOK(t, s.Close(0))
@@ -153,6 +147,7 @@ func TestVerifyRefusesImplausibleAuditSession(t *testing.T) {
 				mustOK(t, s.Event(typ, r))
 			}
 			mustOK(t, s.Close(0))
+			leaves(s, evidence.StatusTampered) // the recorder never writes these records
 			rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
 			if rep.OK() || !strings.Contains(fmt.Sprint(rep.Anomalies), tt.want) {
 				t.Errorf("verify = OK %v, anomalies %v; want one containing %q", rep.OK(), rep.Anomalies, tt.want)
@@ -181,10 +176,7 @@ func (blindWitness) Start() map[string]string {
 func TestWitnessStartOverridesOpen(t *testing.T) {
 	opts := testOptions()
 	opts.Witnesses = []WitnessSource{blindSource{}}
-	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm", Rows: 24, Cols: 80}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm", Rows: 24, Cols: 80}, opts)
 	mustOK(t, s.Close(0))
 	if log := readLog(t, s.Dir()); !strings.Contains(log, `"blind":"unavailable","blind_reason":"no socket"`) {
 		t.Errorf("the open record does not say what the witness's start said:\n%s", log)

@@ -109,10 +109,8 @@ func TestDiskTransitionsInEveryOpenSession(t *testing.T) {
 	opts := testOptions()
 	opts.Disk, opts.Witnesses = m, []WitnessSource{src}
 	root := t.TempDir()
-	a, err := Create(root, Meta{RunID: "r", SessionID: "a"}, opts)
-	mustOK(t, err)
-	b, err := Create(root, Meta{RunID: "r", SessionID: "b"}, opts)
-	mustOK(t, err)
+	a := createSession(t, root, Meta{RunID: "r", SessionID: "a"}, opts)
+	b := createSession(t, root, Meta{RunID: "r", SessionID: "b"}, opts)
 	gate := src.gates[0]
 	if got := gate.Admit(10); got != StoreOK {
 		t.Fatalf("gate on an ok volume: %v", got)
@@ -177,8 +175,7 @@ func TestDiskCriticalRefusesNewSessions(t *testing.T) {
 	v.mu.Lock()
 	v.free = 120
 	v.mu.Unlock()
-	s, err := Create(root, Meta{RunID: "r", SessionID: "low"}, opts)
-	mustOK(t, err)
+	s := createSession(t, root, Meta{RunID: "r", SessionID: "low"}, opts)
 	mustOK(t, s.Close(0))
 	rs := logRecords(t, s.Dir())
 	if len(rs) < 2 || rs[1].Type != vocab.TypeDisk || rs[1].Attrs[vocab.AttrDiskState] != vocab.DiskLow || rs[1].Attrs[vocab.AttrDiskFrom] != "" {
@@ -195,8 +192,7 @@ func TestDiskTransitionAfterCloseIsNotRecorded(t *testing.T) {
 	m, v := newFakeDisk(t, 500)
 	opts := testOptions()
 	opts.Disk = m
-	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "s"}, opts)
-	mustOK(t, err)
+	s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "s"}, opts)
 	mustOK(t, s.Close(0))
 	before, _ := os.ReadFile(filepath.Join(s.Dir(), vocab.PTYDir, vocab.LogFile))
 	v.set(t, m, 90)
@@ -216,8 +212,7 @@ func TestWitnessGateBudget(t *testing.T) {
 	opts.Witnesses = []WitnessSource{src}
 	root := t.TempDir()
 	for _, id := range []string{"a", "b"} {
-		s, err := Create(root, Meta{RunID: "run-" + id, SessionID: id}, opts)
-		mustOK(t, err)
+		s := createSession(t, root, Meta{RunID: "run-" + id, SessionID: id}, opts)
 		defer s.Close(0)
 	}
 	ga, gb := src.gates[0], src.gates[1]

@@ -61,10 +61,7 @@ func TestSizeCapKeepsTheChain(t *testing.T) {
 	var reached []string // the call at which OnSizeLimit ran, and its cap
 	call := 0
 	opts.OnSizeLimit = func(limit int64) { reached = append(reached, fmt.Sprintf("call %d cap %d", call, limit)) }
-	s, err := Create(root, Meta{RunID: "r", SessionID: "capped"}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, root, Meta{RunID: "r", SessionID: "capped"}, opts)
 	for call = 0; call < 30; call++ {
 		mustOK(t, s.Output([]byte(fmt.Sprintf("%099d\n", call))))
 	}
@@ -92,10 +89,7 @@ func TestSizeCapKeepsTheChain(t *testing.T) {
 func TestStrictSyncWritesLogBeforeReturning(t *testing.T) {
 	opts := testOptions()
 	opts.Sync = SyncStrict
-	s, err := Create(t.TempDir(), Meta{RunID: "r", SessionID: "strict"}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "strict"}, opts)
 	defer s.Close(0)
 	for i, chunk := range []string{"durable", " and signed", "\r\n$ "} {
 		mustOK(t, s.Output([]byte(chunk)))

@@ -6,7 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/evidence"
 )
 
 func TestValidID(t *testing.T) {
@@ -66,25 +71,49 @@ func TestReservedRunID(t *testing.T) {
 	}
 }
 
-// newTestSession creates a session under a fresh root and closes it at the
-// end of the test if the test did not.
+// newTestSession creates a session under a fresh root with the tests'
+// settings; see createSession.
 func newTestSession(tb testing.TB, m Meta) *Session {
 	tb.Helper()
-	s, err := Create(tb.TempDir(), m, testOptions())
+	return createSession(tb, tb.TempDir(), m, testOptions())
+}
+
+// createSession creates a session and, at the end of the test, closes it
+// if the test did not and checks it with the verifier: every record a
+// recorder test leaves must verify, ok unless the test states otherwise
+// with leaves. So a recorder change that breaks the evidence fails the
+// test that wrote the record, not only the verifier's own tests.
+func createSession(tb testing.TB, root string, m Meta, opts Options) *Session {
+	tb.Helper()
+	s, err := Create(root, m, opts)
 	if err != nil {
-		tb.Fatalf("Create: %v", err)
+		tb.Fatalf("Create %s/%s: %v", m.RunID, m.SessionID, err)
 	}
-	tb.Cleanup(func() { s.Close(0) })
+	tb.Cleanup(func() {
+		s.Close(0)
+		want := evidence.StatusOK
+		if w, ok := leftAs.LoadAndDelete(s); ok {
+			want = w.(evidence.Status)
+		}
+		keys := evidence.Keys{Trusted: []gossh.PublicKey{opts.Signer.PublicKey()}}
+		if rep := evidence.Verify(s.Dir(), keys, evidence.Options{}); rep.Status != want {
+			tb.Errorf("session %s/%s left by the test verifies %s, want %s: %+v", m.RunID, m.SessionID, rep.Status, want, rep.Anomalies)
+		}
+	})
 	return s
 }
+
+// leftAs holds, per session, the status a test expects its record to
+// verify as when it is not ok (a session the test damages on purpose).
+var leftAs sync.Map
+
+// leaves states that the test leaves s's record in status want.
+func leaves(s *Session, want evidence.Status) { leftAs.Store(s, want) }
 
 func TestCreateSessionExists(t *testing.T) {
 	root := t.TempDir()
 	m := Meta{RunID: "run-1", SessionID: "s1"}
-	s, err := Create(root, m, testOptions())
-	if err != nil {
-		t.Fatalf("first Create: %v", err)
-	}
+	s := createSession(t, root, m, testOptions())
 	if err := s.Close(0); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -97,10 +126,7 @@ func TestCreateSessionExists(t *testing.T) {
 		t.Fatalf("first record damaged: err=%v len=%d", err, len(ts))
 	}
 	// Another session in the same run is fine.
-	s2, err := Create(root, Meta{RunID: "run-1", SessionID: "s2"}, testOptions())
-	if err != nil {
-		t.Fatalf("Create s2: %v", err)
-	}
+	s2 := createSession(t, root, Meta{RunID: "run-1", SessionID: "s2"}, testOptions())
 	s2.Close(0)
 }
 
@@ -145,10 +171,7 @@ func TestCreateRefusesBeforeTouchingDisk(t *testing.T) {
 
 func TestCreateModes(t *testing.T) {
 	root := t.TempDir()
-	s, err := Create(root, Meta{RunID: "run-1", SessionID: "s1"}, testOptions())
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
+	s := createSession(t, root, Meta{RunID: "run-1", SessionID: "s1"}, testOptions())
 	defer s.Close(0)
 	if want := filepath.Join(root, "run-1", "s1"); s.Dir() != want {
 		t.Errorf("Dir() = %q, want %q", s.Dir(), want)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -86,6 +88,22 @@ func TestRecoveryFollowsNoSwappedPTYFolder(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(moved, vocab.RecoveryFile)); err != nil {
 		t.Errorf("no recovery file in the pty folder the recovery opened: %v", err)
 	}
+	// Put the folder back where it belongs: what the recovery wrote there
+	// reads as the crash it was.
+	mustOK(t, os.Remove(pty))
+	mustOK(t, os.Rename(moved, pty))
+	checkRecoveredCrash(t, dir)
+}
+
+// checkRecoveredCrash verifies a recovered crashed session: unfinalized,
+// with the recovery's statement, and no failed check.
+func checkRecoveredCrash(t *testing.T, dir string) {
+	t.Helper()
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: trusted()}, evidence.Options{})
+	stated := slices.ContainsFunc(rep.Anomalies, func(a evidence.Anomaly) bool { return a.Kind == evidence.KindRecovered })
+	if rep.Status != evidence.StatusUnfinalized || !stated {
+		t.Errorf("recovered session %s verifies %s, want unfinalized with the recovery statement: %v", dir, rep.Status, rep.Anomalies)
+	}
 }
 
 // TestRecoveryLeavesALiveSessionAlone: a session another server on the
@@ -94,11 +112,7 @@ func TestRecoveryFollowsNoSwappedPTYFolder(t *testing.T) {
 // it.
 func TestRecoveryLeavesALiveSessionAlone(t *testing.T) {
 	root := t.TempDir()
-	s, err := Create(root, Meta{RunID: "run-t", SessionID: "sess-live"}, testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(0)
+	s := createSession(t, root, Meta{RunID: "run-t", SessionID: "sess-live"}, testOptions())
 	if err := s.Output([]byte("hello\r\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -115,4 +129,5 @@ func TestRecoveryLeavesALiveSessionAlone(t *testing.T) {
 	if recovered, err := recoverUnfinalized(root, testOptions()); err != nil || len(recovered) != 1 || recovered[0] != crashed {
 		t.Errorf("recovered %v (%v), want %s", recovered, err, crashed)
 	}
+	checkRecoveredCrash(t, crashed)
 }

@@ -79,8 +79,7 @@ func TestFullVolumeStillFinalizes(t *testing.T) {
 	for _, vol := range volumes {
 		t.Run(vol.name, func(t *testing.T) {
 			root := vol.mount(t)
-			s, err := Create(root, Meta{RunID: "r", SessionID: "full"}, testOptions())
-			mustOK(t, err)
+			s := createSession(t, root, Meta{RunID: "r", SessionID: "full"}, testOptions())
 			mustOK(t, s.Output([]byte("before the disk filled\r\n")))
 			testutil.Fill(t, root)
 			chunk := bytes.Repeat([]byte("x"), 4096)
@@ -123,8 +122,7 @@ func TestTornLogWriteOnFullVolume(t *testing.T) {
 	for _, vol := range volumes {
 		t.Run(vol.name, func(t *testing.T) {
 			root := vol.mount(t)
-			s, err := Create(root, Meta{RunID: "r", SessionID: "torn"}, testOptions())
-			mustOK(t, err)
+			s := createSession(t, root, Meta{RunID: "r", SessionID: "torn"}, testOptions())
 			mustOK(t, s.Output([]byte("hello\r\n")))
 			testutil.Fill(t, root)
 			logPath := filepath.Join(s.Dir(), ptyDirName, vocab.LogFile)
@@ -186,6 +184,7 @@ func TestCutFileStillTampered(t *testing.T) {
 	fi, err := os.Stat(path)
 	mustOK(t, err)
 	mustOK(t, os.Truncate(path, fi.Size()-100))
+	leaves(s, evidence.StatusTampered)
 	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{}); rep.Status != evidence.StatusTampered {
 		t.Fatalf("a typescript cut by 100 bytes: %s, want tampered", rep.Status)
 	}
@@ -230,8 +229,7 @@ func TestCloseRecordMeetsFullVolume(t *testing.T) {
 	for _, vol := range volumes {
 		t.Run(vol.name, func(t *testing.T) {
 			root := vol.mount(t)
-			s, err := Create(root, Meta{RunID: "r", SessionID: "late"}, testOptions())
-			mustOK(t, err)
+			s := createSession(t, root, Meta{RunID: "r", SessionID: "late"}, testOptions())
 			logPath := filepath.Join(s.Dir(), ptyDirName, vocab.LogFile)
 			size := func() int64 {
 				fi, err := os.Stat(logPath)

@@ -79,10 +79,7 @@ func TestConcurrentStartsOfOneID(t *testing.T) {
 // crossed the terminal. A published session is not touched.
 func TestSweepStartsRemovesCutStarts(t *testing.T) {
 	root := t.TempDir()
-	s, err := Create(root, Meta{RunID: "run-s", SessionID: "kept"}, testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, root, Meta{RunID: "run-s", SessionID: "kept"}, testOptions())
 	if err := s.Close(0); err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +105,7 @@ func TestSweepStartsRemovesCutStarts(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(root, "run-s", "kept", ptyDirName, vocab.LogFile)); err != nil {
 		t.Fatalf("the sweep touched a published session: %v", err)
 	}
-	again, err := Create(root, Meta{RunID: "run-s", SessionID: "cut"}, testOptions())
-	if err != nil {
-		t.Fatalf("the id of a swept start: %v", err)
-	}
+	again := createSession(t, root, Meta{RunID: "run-s", SessionID: "cut"}, testOptions())
 	again.Close(0)
 	if n, err := SweepStarts(t.TempDir()); n != 0 || err != nil {
 		t.Fatalf("SweepStarts on a root without starts = %d, %v", n, err)

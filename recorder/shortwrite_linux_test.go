@@ -1,0 +1,82 @@
+package recorder
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/aptl/aptl-kali-capture/evidence"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+)
+
+// limitFileSize caps the size of every file this process writes at n
+// bytes (RLIMIT_FSIZE) until the test ends: a write that crosses it
+// stores the bytes below n and returns how many (a short write), and the
+// next fails with EFBIG, as a volume that fills part-way through a write
+// does. Go ignores SIGXFSZ, so the failure is the write's error. The
+// limit is the process's: the test must not run in parallel with others.
+func limitFileSize(t *testing.T, n int64) {
+	t.Helper()
+	var was syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+		t.Fatal(err)
+	}
+	if was.Cur < uint64(n) { // unlimited is the largest value
+		t.Skipf("RLIMIT_FSIZE is already %d, below the %d bytes the test needs", was.Cur, n)
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(n), Max: was.Max}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+			t.Errorf("restore RLIMIT_FSIZE: %v", err)
+		}
+	})
+}
+
+// TestTypescriptWriteFailsPartWay: the typescript takes the first 100
+// bytes of a 1,000-byte write and refuses the rest. The 100 stored bytes
+// are data the chain and the timing file account for, the 900 refused a
+// write-failed gap with their digest; the failure is sticky, Close still
+// finalizes (the trailer cannot be written either), and the record
+// verifies with exactly that gap: nothing the client was told was
+// recorded is missing, and nothing missing is unstated.
+func TestTypescriptWriteFailsPartWay(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "partway"})
+	// A typescript far larger than the timing file and the log, so the
+	// cap meets only the typescript.
+	mustOK(t, s.Output(bytes.Repeat([]byte("a"), 64<<10)))
+	s.mu.Lock()
+	size := s.ts.size
+	s.mu.Unlock()
+	limitFileSize(t, size+100)
+
+	err := s.Output(bytes.Repeat([]byte("b"), 1000))
+	if !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("a write past the volume's room = %v, want EFBIG", err)
+	}
+	if _, out := s.Bytes(); out != 64<<10+100 {
+		t.Errorf("Bytes() out = %d, want %d (the bytes stored before the failure)", out, 64<<10+100)
+	}
+	if again := s.Output([]byte("c")); !errors.Is(again, syscall.EFBIG) {
+		t.Errorf("a write after the failure = %v, want the same failure", again)
+	}
+	if err := s.Close(1, Header{Name: vocab.HeaderCloseReason, Value: vocab.CloseDiskFull}); !errors.Is(err, syscall.EFBIG) {
+		t.Errorf("Close = %v, want the recording's failure returned", err)
+	}
+
+	rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: trusted()}, evidence.Options{})
+	if rep.Status != evidence.StatusOK || !rep.Finalized {
+		t.Fatalf("status %s finalized %v anomalies %v, want ok", rep.Status, rep.Finalized, rep.Anomalies)
+	}
+	// Out counts what crossed the master, Stored what reached the file.
+	if rep.Bytes.Out != 64<<10+1000 || rep.Bytes.Stored != 64<<10+100 {
+		t.Errorf("verified output %d bytes, %d stored; want %d, %d", rep.Bytes.Out, rep.Bytes.Stored, 64<<10+1000, 64<<10+100)
+	}
+	lost := slices.IndexFunc(rep.Gaps, func(g evidence.Gap) bool { return g.Reason == vocab.GapWriteFailed })
+	if lost < 0 || rep.Gaps[lost].Len != 900 || rep.Gaps[lost].Stream != vocab.StreamOut {
+		t.Errorf("gaps %+v, want the 900 bytes refused as a %s gap of the output", rep.Gaps, vocab.GapWriteFailed)
+	}
+}
