@@ -86,3 +86,73 @@ func TestControlRecordsBounded(t *testing.T) {
 	}
 	t.Error("no events-dropped record")
 }
+
+// logOfType returns the records of type typ in s's log so far.
+func logOfType(t *testing.T, s *Session, typ string) []integrity.Record {
+	t.Helper()
+	var rs []integrity.Record
+	for _, line := range strings.Split(strings.TrimSpace(readRecord(t, s.Dir(), vocab.LogFile)), "\n") {
+		var r integrity.Record
+		mustOK(t, json.Unmarshal([]byte(line), &r))
+		if r.Type == typ {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// TestResizeBucketRefillsAtItsRate: after the burst, a second gives
+// resizeRate more resize records at once, each a single window change
+// with no count; the change past them waits to be coalesced.
+func TestResizeBucketRefillsAtItsRate(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)}
+	s, err := create(t.TempDir(), Meta{RunID: "r", SessionID: "s", Term: "xterm", Rows: 24, Cols: 80}, testOptions(), clock.now)
+	mustOK(t, err)
+	defer s.Close(0)
+	for i := range resizeBurst {
+		mustOK(t, s.Resize(30, 81+i))
+	}
+	clock.advance(time.Second)
+	for i := range int(resizeRate) + 1 {
+		mustOK(t, s.Resize(40, 100+i))
+	}
+	rs := logOfType(t, s, vocab.TypeResize)
+	if want := resizeBurst + int(resizeRate); len(rs) != want {
+		t.Fatalf("%d resize records a second after the burst, want %d (the burst, then %v a second)", len(rs), want, resizeRate)
+	}
+	for _, r := range rs {
+		if c, ok := r.Attrs[vocab.AttrCount]; ok {
+			t.Errorf("resize record %d stands for one window change but says count %s", r.Seq, c)
+		}
+	}
+	if last := rs[len(rs)-1].Attrs; last[vocab.AttrRows] != "40" || last[vocab.AttrCols] != strconv.Itoa(100+int(resizeRate)-1) {
+		t.Errorf("the last resize record before the coalescing = %v", last)
+	}
+}
+
+// TestResizesCountTowardTheControlBound: resize records use the same
+// MaxControlRecords as requests, so a window change and a full bound of
+// requests leave one request counted, not recorded, and the
+// events-dropped record names no window size when none was dropped.
+func TestResizesCountTowardTheControlBound(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "s", Term: "xterm", Rows: 24, Cols: 80})
+	mustOK(t, s.Resize(30, 100))
+	for range MaxControlRecords {
+		mustOK(t, s.Control("request", map[string]string{vocab.AttrRequest: "env", vocab.AttrAccepted: "false"}))
+	}
+	mustOK(t, s.Close(0))
+	if n := len(logOfType(t, s, "request")); n != MaxControlRecords-1 {
+		t.Errorf("%d request records after one resize record, want %d", n, MaxControlRecords-1)
+	}
+	dropped := logOfType(t, s, vocab.TypeEventsDropped)
+	if len(dropped) != 1 {
+		t.Fatalf("%d events-dropped records, want 1", len(dropped))
+	}
+	a := dropped[0].Attrs
+	if a[vocab.AttrCount] != "1" || a[vocab.AttrRequest] != "1" || a[vocab.AttrResize] != "0" {
+		t.Errorf("events-dropped = %v, want one request dropped and no resize", a)
+	}
+	if _, ok := a[vocab.AttrRows]; ok {
+		t.Errorf("events-dropped names a window size (%v) though no window change was dropped", a)
+	}
+}

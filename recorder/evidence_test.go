@@ -86,6 +86,11 @@ func TestSizeCapKeepsTheChain(t *testing.T) {
 	}
 }
 
+// TestStrictSyncWritesLogBeforeReturning: in strict mode, once a call
+// that records returns, what it recorded is on disk under a signed head:
+// the log's last line is a checkpoint over it, whatever wrote the record
+// (bytes of each stream, a window change, a control event, an event, a
+// header, the audit attribution).
 func TestStrictSyncWritesLogBeforeReturning(t *testing.T) {
 	opts := testOptions()
 	opts.Sync = SyncStrict
@@ -93,30 +98,59 @@ func TestStrictSyncWritesLogBeforeReturning(t *testing.T) {
 	defer s.Close(0)
 	for i, chunk := range []string{"durable", " and signed", "\r\n$ "} {
 		mustOK(t, s.Output([]byte(chunk)))
-		// No Close, no tick: once Output returns, a byte the client may
-		// now see is on disk under a signed head: the log's last line is
-		// a checkpoint over the data record, stating the typescript's
-		// size on disk, its signature the host key's over that head.
-		log := readRecord(t, s.Dir(), vocab.LogFile)
-		if !strings.Contains(log, `"type":"data"`) {
+		if !strings.Contains(readRecord(t, s.Dir(), vocab.LogFile), `"type":"data"`) {
 			t.Fatalf("chunk %d: strict mode returned before the data record was written", i)
 		}
-		lines := strings.Split(strings.TrimSuffix(log, "\n"), "\n")
-		var cp integrity.Record
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &cp); err != nil || cp.Type != vocab.TypeCheckpoint {
-			t.Fatalf("chunk %d: the log's last line is not a checkpoint: %q", i, lines[len(lines)-1])
-		}
-		ts, err := os.Stat(filepath.Join(s.Dir(), vocab.PTYDir, vocab.TypescriptFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cp.Attrs[vocab.AttrTSSize] != strconv.FormatInt(ts.Size(), 10) {
-			t.Errorf("chunk %d: the checkpoint vouches for %s typescript bytes, the file holds %d", i, cp.Attrs[vocab.AttrTSSize], ts.Size())
-		}
-		sum := sha256.Sum256([]byte(lines[len(lines)-2]))
-		if _, err := integrity.VerifySSHSIG(cp.Sig, integrity.HeadNamespace, integrity.HeadMessage("r", "strict", cp.Seq-1, hex.EncodeToString(sum[:]))); err != nil || cp.Prev != hex.EncodeToString(sum[:]) {
-			t.Errorf("chunk %d: the checkpoint does not sign the head it follows: %v", i, err)
-		}
+		checkSignedHead(t, s, fmt.Sprintf("output chunk %d", i))
+	}
+	for _, call := range []struct {
+		name   string
+		record func() error
+	}{
+		{"input", func() error { return s.Input([]byte("ls\r")) }},
+		{"stderr", func() error { return s.Stderr([]byte("warning")) }},
+		{"window change", func() error { return s.Resize(30, 100) }},
+		{"control event", func() error {
+			return s.Control("request", map[string]string{vocab.AttrRequest: "signal", "name": "INT", vocab.AttrAccepted: "true"})
+		}},
+		{"event", func() error { return s.Event("note", map[string]string{"k": "v"}) }},
+		{"header", func() error { return s.Annotate(Header{Name: "APTL_X", Value: "y"}) }},
+		{"audit session", func() error { return s.BindAuditSession(7) }},
+	} {
+		mustOK(t, call.record())
+		checkSignedHead(t, s, call.name)
+	}
+	// The other attribution, in a session of its own: one session has
+	// one audit-session record.
+	other := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "strict-unattributed"}, opts)
+	mustOK(t, other.NoAuditSession("no loginuid"))
+	checkSignedHead(t, other, "no audit session")
+}
+
+// checkSignedHead fails unless s's log ends in a checkpoint over the
+// record before it (the head), stating the typescript's size on disk, its
+// signature the host key's over that head.
+func checkSignedHead(t *testing.T, s *Session, after string) {
+	t.Helper()
+	log := readRecord(t, s.Dir(), vocab.LogFile)
+	lines := strings.Split(strings.TrimSuffix(log, "\n"), "\n")
+	var cp integrity.Record
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &cp); err != nil || cp.Type != vocab.TypeCheckpoint {
+		t.Fatalf("after the %s: the log's last line is not a checkpoint: %q", after, lines[len(lines)-1])
+	}
+	ts, err := os.Stat(filepath.Join(s.Dir(), vocab.PTYDir, vocab.TypescriptFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Attrs[vocab.AttrTSSize] != strconv.FormatInt(ts.Size(), 10) {
+		t.Errorf("after the %s: the checkpoint vouches for %s typescript bytes, the file holds %d", after, cp.Attrs[vocab.AttrTSSize], ts.Size())
+	}
+	sum := sha256.Sum256([]byte(lines[len(lines)-2]))
+	head := hex.EncodeToString(sum[:])
+	// The folders are named by the ids: <root>/<run_id>/<session_id>.
+	run, session := filepath.Base(filepath.Dir(s.Dir())), filepath.Base(s.Dir())
+	if _, err := integrity.VerifySSHSIG(cp.Sig, integrity.HeadNamespace, integrity.HeadMessage(run, session, cp.Seq-1, head)); err != nil || cp.Prev != head {
+		t.Errorf("after the %s: the checkpoint does not sign the head it follows: %v", after, err)
 	}
 }
 
