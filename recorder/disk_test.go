@@ -223,3 +223,30 @@ func TestWitnessGateBudget(t *testing.T) {
 		t.Fatal("the volume's budget of 150 admitted 160 bytes")
 	}
 }
+
+// TestDiskTransitionIsSigned: a transition the monitor tells a running
+// session of goes on the signing schedule with its disk record: in strict
+// mode the log ends in a checkpoint over it once it is recorded.
+func TestDiskTransitionIsSigned(t *testing.T) {
+	m, v := newFakeDisk(t, 500)
+	var heard []diskstate.Transition
+	m.Subscribe(func(tr diskstate.Transition) { heard = append(heard, tr) })
+	v.set(t, m, 90) // ok -> low
+	if len(heard) != 1 {
+		t.Fatalf("the monitor told of %d transitions, want 1", len(heard))
+	}
+	opts := testOptions()
+	opts.Sync = SyncStrict
+	s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "disk-signed"}, opts)
+	// As the session's subscription queues it; called here, not on the
+	// subscription's goroutine, so the test knows when it is done.
+	s.disk.mu.Lock()
+	s.disk.pending = heard
+	s.disk.mu.Unlock()
+	s.recordDisk()
+	rs := logRecords(t, s.Dir())
+	if len(rs) < 2 || rs[len(rs)-2].Type != vocab.TypeDisk {
+		t.Fatalf("log %v: want the disk record, then its checkpoint", rs)
+	}
+	checkSignedHead(t, s, "disk transition")
+}

@@ -127,6 +127,20 @@ func TestStrictSyncWritesLogBeforeReturning(t *testing.T) {
 	checkSignedHead(t, other, "no audit session")
 }
 
+// TestOpenRecordNamesTheSyncMode: the open record says which durability
+// the session was recorded with, as the configuration spells it.
+func TestOpenRecordNamesTheSyncMode(t *testing.T) {
+	for mode, want := range map[SyncMode]string{SyncInterval: "interval", SyncStrict: "strict"} {
+		opts := testOptions()
+		opts.Sync = mode
+		s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: want}, opts)
+		mustOK(t, s.Close(0))
+		if got := logRecords(t, s.Dir())[0].Attrs["sync"]; got != want {
+			t.Errorf("a %s session's open record says sync %q", want, got)
+		}
+	}
+}
+
 // checkSignedHead fails unless s's log ends in a checkpoint over the
 // record before it (the head), stating the typescript's size on disk, its
 // signature the host key's over that head.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -82,5 +84,93 @@ func TestBackgroundSyncFailureIsSticky(t *testing.T) {
 	}
 	if err := s.Output([]byte("x")); !errors.Is(err, ErrClosed) {
 		t.Errorf("write after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestScheduleAtCheckpointBytes: in interval mode, the write that brings
+// the unsigned bytes to exactly checkpointBytes is signed at once (the
+// log's last record is a checkpoint over it, the only one since the
+// open record but for the timer's), and the same write still starts its
+// fsync beside the copier and arms the timer: a due checkpoint does not
+// end the rest of the schedule.
+func TestScheduleAtCheckpointBytes(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "schedule"})
+	chunk := bytes.Repeat([]byte("c"), 64<<10)
+	for n := len(chunk); n < checkpointBytes; n += len(chunk) {
+		mustOK(t, s.Output(chunk))
+	}
+	// The last chunk, with the timer stopped and the running fsync
+	// collected, so what this write starts is seen.
+	s.mu.Lock()
+	if s.tick != nil {
+		s.tick.Stop()
+		s.tick = nil
+	}
+	mustOK(t, s.reapSync(true))
+	s.mu.Unlock()
+	mustOK(t, s.Output(chunk))
+
+	s.mu.Lock()
+	armed, syncing := s.tick != nil, s.syncing != nil
+	s.mu.Unlock()
+	if !armed {
+		t.Error("the write that made a checkpoint due left the timer unarmed")
+	}
+	if !syncing {
+		t.Error("the write that made a checkpoint due started no fsync (a whole syncBytes was unsynced)")
+	}
+	rs := logRecords(t, s.Dir())
+	last := rs[len(rs)-1]
+	if last.Type != vocab.TypeCheckpoint || last.Attrs[vocab.AttrTSSize] != readSize(t, s) {
+		t.Fatalf("the log ends in %s %v, want a checkpoint over the typescript's %s bytes", last.Type, last.Attrs, readSize(t, s))
+	}
+	// Signed: the next write is not, until the schedule says so again.
+	// (The log file may not hold its data record yet: records between
+	// checkpoints are flushed on the schedule too.)
+	mustOK(t, s.Output([]byte("after")))
+	s.mu.Lock()
+	unsigned := s.sinceCheckpoint
+	s.mu.Unlock()
+	if unsigned != int64(len("after")) {
+		t.Errorf("%d bytes unsigned after the volume's checkpoint and one 5-byte write, want 5", unsigned)
+	}
+	// The timer may have signed once or twice while the chunks were
+	// written; a checkpoint per write would be hundreds.
+	if n := len(ofType(rs, vocab.TypeCheckpoint)); n > 5 {
+		t.Errorf("%d checkpoints for %d writes below checkpointBytes, want the volume's one and the timer's", n, checkpointBytes/len(chunk))
+	}
+}
+
+// readSize returns the size of s's typescript file, in decimal.
+func readSize(t *testing.T, s *Session) string {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(s.Dir(), vocab.PTYDir, vocab.TypescriptFile))
+	mustOK(t, err)
+	return strconv.FormatInt(fi.Size(), 10)
+}
+
+// TestStrictSyncFailureIsTheWritesError: in strict mode a chunk is
+// delivered only once it is durable, so the fsync's failure is the error
+// of the write that recorded the chunk, not of a later one.
+func TestStrictSyncFailureIsTheWritesError(t *testing.T) {
+	opts := testOptions()
+	opts.Sync = SyncStrict
+	s := createSession(t, t.TempDir(), Meta{RunID: "r", SessionID: "strict-sync-fails"}, opts)
+	// fsync(2) of a pipe fails with EINVAL; the timing line fits its
+	// buffer, so only the fsync fails.
+	pr, pw, err := os.Pipe()
+	mustOK(t, err)
+	t.Cleanup(func() { pr.Close() })
+	s.mu.Lock()
+	s.tm.File.Close()
+	s.tm.File = pw
+	s.mu.Unlock()
+	leaves(s, evidence.StatusTampered) // its timing lines went to the pipe
+
+	if err := s.Output([]byte("not durable")); err == nil || !strings.Contains(err.Error(), "fsync") {
+		t.Fatalf("a strict write whose fsync failed = %v, want the fsync failure", err)
+	}
+	if err := s.Output([]byte("x")); err == nil || !strings.Contains(err.Error(), "fsync") {
+		t.Errorf("the write after = %v, want the same failure, sticky", err)
 	}
 }
