@@ -37,6 +37,9 @@ func TestRecordVerifies(t *testing.T) {
 	if rep.Bytes.In != 3 || rep.Bytes.Out != 10 || rep.Bytes.Err != 3 || rep.Bytes.Stored != 16 {
 		t.Errorf("totals = %+v", rep.Bytes)
 	}
+	if len(rep.Gaps) != 0 {
+		t.Errorf("a session that stored every byte lists gaps %+v", rep.Gaps)
+	}
 }
 
 // TestCheckpointsByVolume writes more than checkpointBytes: besides the one
@@ -81,8 +84,14 @@ func TestSizeCapKeepsTheChain(t *testing.T) {
 	if !strings.Contains(log, `"type":"gap"`) || !strings.Contains(log, `"reason":"size-limit"`) {
 		t.Error("the log does not say data went unstored")
 	}
-	if !strings.Contains(readRecord(t, s.Dir(), "timing"), "APTL_SIZE_LIMIT") {
+	timing := readRecord(t, s.Dir(), "timing")
+	if !strings.Contains(timing, "APTL_SIZE_LIMIT") {
 		t.Error("the timing file does not say the cap was reached")
+	}
+	// The writes past the cap stored nothing: they have no timing line
+	// (a line of 0 bytes would be a write that never reached the file).
+	if n := strings.Count(timing, "\nO "); n != 10 {
+		t.Errorf("%d output timing lines, want the 10 writes that were stored", n)
 	}
 }
 

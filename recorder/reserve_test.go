@@ -16,6 +16,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"golang.org/x/sys/unix"
 )
 
 // volumes are the file systems a capture root may be on: both allocate
@@ -287,5 +288,83 @@ func TestSweepReserves(t *testing.T) {
 	}
 	if err := SweepReserves(t.TempDir()); err != nil {
 		t.Fatalf("sweep of a root without reserves = %v", err)
+	}
+}
+
+// allocated returns the bytes f's blocks take on the volume.
+func allocated(t *testing.T, f *os.File) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	mustOK(t, syscall.Fstat(int(f.Fd()), &st))
+	return st.Blocks * 512
+}
+
+// TestFirstFailureTakesTheReserveAsTails: the session's first write
+// failure gives the reserve back and takes its room at once as the three
+// record files' tails (allocated past their ends, their sizes unchanged),
+// so the closing records have it; Close trims what they did not use and
+// the reserve's own file is closed. Runs on whatever volume the test's
+// temporary folder is on; a file system without fallocate skips.
+func TestFirstFailureTakesTheReserveAsTails(t *testing.T) {
+	root := t.TempDir()
+	probe, err := os.Create(filepath.Join(root, "probe"))
+	mustOK(t, err)
+	if err := unix.Fallocate(int(probe.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, 4096); err != nil || allocated(t, probe) == 0 {
+		t.Skipf("the temporary folder's file system takes no preallocated tail (fallocate KEEP_SIZE: %v): nothing to measure", err)
+	}
+	probe.Close()
+	mustOK(t, os.Remove(probe.Name()))
+	s := createSession(t, root, Meta{RunID: "r", SessionID: "tails"}, testOptions())
+	mustOK(t, s.Output([]byte("before the failure\r\n")))
+	s.mu.Lock()
+	reserve := s.reserve
+	files := []*os.File{s.log, s.tm.File, s.ts.File}
+	tails := []int64{logTail, timingTail, tsTail}
+	var before []int64
+	for _, f := range files {
+		mustOK(t, f.Sync())
+		before = append(before, allocated(t, f))
+	}
+	s.fail(errors.New("the volume failed a write"))
+	var during []int64
+	for _, f := range files {
+		during = append(during, allocated(t, f))
+	}
+	drawn := s.reserve == nil
+	s.mu.Unlock()
+	if reserve == nil || !drawn {
+		t.Fatalf("reserve held %v, drawn on at the first failure %v", reserve != nil, drawn)
+	}
+	for i, f := range files {
+		if during[i] < before[i]+tails[i] {
+			t.Errorf("%s: %d bytes allocated after the failure, want at least its %d and a %d-byte tail", f.Name(), during[i], before[i], tails[i])
+		}
+	}
+	if _, err := reserve.Stat(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("the reserve's file after the failure: %v, want it closed (its room given back)", err)
+	}
+	s.Close(0)
+	for i, f := range files {
+		fi, err := os.Stat(filepath.Join(s.Dir(), vocab.PTYDir, filepath.Base(f.Name())))
+		mustOK(t, err)
+		var st syscall.Stat_t
+		mustOK(t, syscall.Stat(filepath.Join(s.Dir(), vocab.PTYDir, filepath.Base(f.Name())), &st))
+		if st.Blocks*512 >= fi.Size()+tails[i] {
+			t.Errorf("%s: %d bytes allocated for %d after Close, want the unused tail trimmed", f.Name(), st.Blocks*512, fi.Size())
+		}
+	}
+}
+
+// TestCloseGivesTheReserveBack: a session that never failed closes its
+// reserve's file at Close.
+func TestCloseGivesTheReserveBack(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "unused"})
+	reserve := s.reserve
+	mustOK(t, s.Close(0))
+	if reserve == nil {
+		t.Fatal("a session without a reserve")
+	}
+	if _, err := reserve.Stat(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("the reserve's file after Close: %v, want it closed", err)
 	}
 }

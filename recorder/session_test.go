@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aptl/aptl-kali-capture/evidence"
 )
 
 // chunk returns the bytes goroutine g writes as its i-th chunk on stream.
@@ -214,4 +216,27 @@ func TestAnnotate(t *testing.T) {
 	if _, ok := headerValue(hs, "LATE"); ok {
 		t.Error("header written after Close")
 	}
+}
+
+// TestLogWriteFailureIsTheWritesError: when the integrity log cannot be
+// written (its file gone from under the session), the write whose record
+// met the failure reports it, naming the log, and so does every later
+// one: the broker forwards nothing the log could not account for.
+func TestLogWriteFailureIsTheWritesError(t *testing.T) {
+	s := newTestSession(t, Meta{RunID: "r", SessionID: "s"})
+	mustOK(t, s.Output([]byte("coalesced")))
+	s.mu.Lock()
+	s.log.Close()
+	s.mu.Unlock()
+	// The pending output record is written when the stream changes.
+	err := s.Input([]byte("ls\r"))
+	if !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("the write that met the log's failure = %v, want it reported", err)
+	}
+	if again := s.Output([]byte("x")); !errors.Is(again, os.ErrClosed) {
+		t.Errorf("a later write = %v, want the same failure", again)
+	}
+	// Nothing after the failure reached the log: no close record, no
+	// final checkpoint; what the log holds is its state at the cut.
+	leaves(s, evidence.StatusUnfinalized)
 }
