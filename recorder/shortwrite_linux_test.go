@@ -3,7 +3,10 @@ package recorder
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -78,5 +81,31 @@ func TestTypescriptWriteFailsPartWay(t *testing.T) {
 	lost := slices.IndexFunc(rep.Gaps, func(g evidence.Gap) bool { return g.Reason == vocab.GapWriteFailed })
 	if lost < 0 || rep.Gaps[lost].Len != 900 || rep.Gaps[lost].Stream != vocab.StreamOut {
 		t.Errorf("gaps %+v, want the 900 bytes refused as a %s gap of the output", rep.Gaps, vocab.GapWriteFailed)
+	}
+}
+
+// TestNamedWholeFileIsWholeOrAbsent: where no unnamed file can be linked
+// in (createNamed), a record file is written under its name in one write:
+// whole and durable, or, when the volume takes only part of it, removed
+// again, the error naming the file; its name alone would make a
+// statement.
+func TestNamedWholeFileIsWholeOrAbsent(t *testing.T) {
+	d, err := makeSessionDirs(t.TempDir(), "run-n", "sess-n")
+	mustOK(t, err)
+	defer d.close()
+	mustOK(t, d.publish()) // named, so the test reads it by its path
+	whole := bytes.Repeat([]byte("w"), 100)
+	mustOK(t, d.createNamed("whole", whole))
+	if got, err := os.ReadFile(filepath.Join(d.path, vocab.PTYDir, "whole")); err != nil || !bytes.Equal(got, whole) {
+		t.Fatalf("the whole file reads %d bytes (%v), want its 100", len(got), err)
+	}
+
+	limitFileSize(t, 10)
+	err = d.createNamed("short", whole)
+	if !errors.Is(err, syscall.EFBIG) || !strings.Contains(err.Error(), "short") {
+		t.Fatalf("a file the volume took 10 bytes of = %v, want EFBIG naming it", err)
+	}
+	if _, err := os.Lstat(filepath.Join(d.path, vocab.PTYDir, "short")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file not written whole is still there (%v)", err)
 	}
 }
