@@ -36,7 +36,11 @@ func (s SessionFolder) Dir() string { return filepath.Join(s.Root, s.Run, s.Sess
 // afterwards (RecoverSessions): a session started meanwhile makes a new
 // folder (ids are single-use, makeSessionDirs refuses an existing one),
 // which is never on the list, so a live session is never "recovered".
-func ListSessions(root string) ([]SessionFolder, error) {
+func ListSessions(root string) ([]SessionFolder, error) { return listSessions(root, maxRecoveryScan) }
+
+// listSessions is ListSessions with the bound on the sessions it lists:
+// past limit it stops, saying so.
+func listSessions(root string, limit int) ([]SessionFolder, error) {
 	runs, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -56,12 +60,13 @@ func ListSessions(root string) ([]SessionFolder, error) {
 			continue
 		}
 		for _, sess := range sessions {
-			if len(found) >= maxRecoveryScan {
-				return found, errors.Join(append(errs, errors.New("recorder: recovery scan stopped at its bound"))...)
+			if !sess.IsDir() || !ValidID(sess.Name()) {
+				continue
 			}
-			if sess.IsDir() && ValidID(sess.Name()) {
-				found = append(found, SessionFolder{Root: root, Run: run.Name(), Session: sess.Name()})
+			if len(found) == limit {
+				return found, errors.Join(append(errs, fmt.Errorf("recorder: recovery scan stopped at its bound of %d sessions", limit))...)
 			}
+			found = append(found, SessionFolder{Root: root, Run: run.Name(), Session: sess.Name()})
 		}
 	}
 	return found, errors.Join(errs...)

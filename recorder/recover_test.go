@@ -100,3 +100,22 @@ func TestRecoveryDigestsFromTheChainedOffset(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryScanStopsAtItsBound: the startup scan lists up to its bound
+// of session folders and says so when there were more; folders that are
+// not sessions (a file, an invalid name) do not count.
+func TestRecoveryScanStopsAtItsBound(t *testing.T) {
+	root := t.TempDir()
+	for _, sess := range []string{"a", "b", "c"} {
+		mustOK(t, os.MkdirAll(filepath.Join(root, "run", sess), 0o700))
+	}
+	mustOK(t, os.WriteFile(filepath.Join(root, "run", "not-a-folder"), nil, 0o600))
+	mustOK(t, os.MkdirAll(filepath.Join(root, "run", "bad name"), 0o700))
+	if found, err := listSessions(root, 3); err != nil || len(found) != 3 {
+		t.Errorf("three sessions under a bound of 3: %d listed, %v; want all three and no error", len(found), err)
+	}
+	found, err := listSessions(root, 2)
+	if len(found) != 2 || err == nil || !strings.Contains(err.Error(), "bound of 2 sessions") {
+		t.Errorf("three sessions under a bound of 2: %d listed, %v; want two and the bound named", len(found), err)
+	}
+}

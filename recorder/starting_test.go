@@ -111,3 +111,24 @@ func TestSweepStartsRemovesCutStarts(t *testing.T) {
 		t.Fatalf("SweepStarts on a root without starts = %d, %v", n, err)
 	}
 }
+
+// TestSessionDirsCloseEveryFolder: close releases each folder the
+// session holds open, once; a second close has nothing left to release.
+func TestSessionDirsCloseEveryFolder(t *testing.T) {
+	d, err := makeSessionDirs(t.TempDir(), "run-d", "sess-d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := []*os.File{d.pty, d.session, d.run}
+	if err := d.close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for _, f := range held {
+		if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("folder %s after close: %v, want it closed", f.Name(), err)
+		}
+	}
+	if err := d.close(); err != nil {
+		t.Errorf("a second close = %v, want nothing to do", err)
+	}
+}
