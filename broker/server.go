@@ -186,6 +186,11 @@ type Server struct {
 	// closing is set once by Shutdown; no session starts after it.
 	closing  bool
 	sessions map[*session]struct{}
+	// listeners are the listeners Serve is serving, which Shutdown closes:
+	// gliderlabs closes only those it has started tracking, and Serve
+	// installs the loopback guard first, so a SIGTERM in that moment
+	// would leave Serve accepting after Shutdown returned.
+	listeners map[net.Listener]struct{}
 	// sessionsWG counts sessions from admission until their record is final.
 	sessionsWG sync.WaitGroup
 }
@@ -199,7 +204,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.AuthorizedKeys.setLogger(cfg.Logger)
-	srv := &Server{cfg: cfg, log: cfg.Logger, sessions: make(map[*session]struct{}),
+	srv := &Server{cfg: cfg, log: cfg.Logger, sessions: make(map[*session]struct{}), listeners: make(map[net.Listener]struct{}),
 		gate: newPreauthGate(cfg.Limits, cfg.IsLocalAddr), drops: newDropLog(cfg.Logger)}
 	srv.ssh = &gliderssh.Server{
 		Version:              bannerSoftware(cfg.Version),
@@ -228,11 +233,26 @@ func bannerSoftware(version string) string {
 	return "aptl-kali-capture_" + version
 }
 
-// Serve accepts connections on ln until Shutdown or Close. A TCP listener
-// gets the loopback guard (ingress_linux.go), kept up to date while Serve
-// runs, so that a handshake forged inside the namespace never completes;
-// each connection is admitted or refused as it is accepted (preauth.go).
+// Serve accepts connections on ln until Shutdown, and then returns
+// ErrServerClosed; after Shutdown began it closes ln and returns it at
+// once. A TCP listener gets the loopback guard (ingress_linux.go), kept up
+// to date while Serve runs, so that a handshake forged inside the
+// namespace never completes; each connection is admitted or refused as it
+// is accepted (preauth.go).
 func (srv *Server) Serve(ln net.Listener) error {
+	srv.mu.Lock()
+	if srv.closing {
+		srv.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	srv.listeners[ln] = struct{}{}
+	srv.mu.Unlock()
+	defer func() {
+		srv.mu.Lock()
+		delete(srv.listeners, ln)
+		srv.mu.Unlock()
+	}()
 	guard, err := guardListener(ln, srv.log)
 	switch {
 	case err != nil:
@@ -250,6 +270,15 @@ func (srv *Server) Serve(ln net.Listener) error {
 // authenticated yet.
 func (srv *Server) UnauthenticatedConns() int {
 	return srv.gate.unauthenticated()
+}
+
+// closeListeners closes the listeners Serve is serving.
+func (srv *Server) closeListeners() {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for ln := range srv.listeners {
+		ln.Close()
+	}
 }
 
 // finalizeGrace bounds how long Shutdown waits, once its context expired
@@ -288,7 +317,11 @@ func (srv *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	if cerr := srv.ssh.Close(); err == nil {
+	// gliderlabs' Close first: its accept loop then reads the closed
+	// listener as the shutdown it is, not as an error.
+	cerr := srv.ssh.Close()
+	srv.closeListeners()
+	if err == nil {
 		return cerr
 	}
 	select {
