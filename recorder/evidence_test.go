@@ -150,6 +150,12 @@ func TestOpenRecordNamesTheSyncMode(t *testing.T) {
 	}
 }
 
+// Equivalent mutant (gremlins): evidence.go checkpointAndSync's
+// `s.sinceCheckpoint > 0` turned to `>= 0` changes nothing: in strict
+// mode it runs only after a call that recorded something, so the
+// condition's other terms (a record appended since the last signature)
+// or the bytes themselves already make it true.
+
 // checkSignedHead fails unless s's log ends in a checkpoint over the
 // record before it (the head), stating the typescript's size on disk, its
 // signature the host key's over that head.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -136,7 +135,10 @@ func needsRecovery(d *sessionDirs) (bool, error) {
 	}
 	const tail = 64 << 10
 	buf := make([]byte, min(size, tail))
-	if _, err := f.ReadAt(buf, size-int64(len(buf))); err != nil && err != io.EOF {
+	// A whole read: io.EOF here means the log shrank since its size was
+	// read, while no recorder held it; that is an error to name, not a
+	// tail to judge.
+	if _, err := f.ReadAt(buf, size-int64(len(buf))); err != nil {
 		return false, fmt.Errorf("read log tail: %w", err)
 	}
 	lines := bytes.Split(bytes.TrimSuffix(buf, []byte("\n")), []byte("\n"))

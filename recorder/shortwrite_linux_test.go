@@ -105,6 +105,9 @@ func TestNamedWholeFileIsWholeOrAbsent(t *testing.T) {
 	if !errors.Is(err, syscall.EFBIG) || !strings.Contains(err.Error(), "short") {
 		t.Fatalf("a file the volume took 10 bytes of = %v, want EFBIG naming it", err)
 	}
+	if strings.Contains(err.Error(), "remove the short file") {
+		t.Errorf("the error %q reports a failed removal, but the file was removed", err)
+	}
 	if _, err := os.Lstat(filepath.Join(d.path, vocab.PTYDir, "short")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the file not written whole is still there (%v)", err)
 	}

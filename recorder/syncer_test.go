@@ -134,6 +134,14 @@ func TestScheduleAtCheckpointBytes(t *testing.T) {
 	if unsigned != int64(len("after")) {
 		t.Errorf("%d bytes unsigned after the volume's checkpoint and one 5-byte write, want 5", unsigned)
 	}
+	// Nor does it start an fsync: 5 bytes are far below syncBytes.
+	s.mu.Lock()
+	mustOK(t, s.reapSync(true))
+	s.mu.Unlock()
+	mustOK(t, s.Output([]byte("again")))
+	if startedSync(s) != nil {
+		t.Error("a 5-byte write started an fsync, far below syncBytes")
+	}
 	// The timer may have signed once or twice while the chunks were
 	// written; a checkpoint per write would be hundreds.
 	if n := len(ofType(rs, vocab.TypeCheckpoint)); n > 5 {
