@@ -125,3 +125,59 @@ func TestSampleRulesParse(t *testing.T) {
 		t.Errorf("sample rules: %+v", rs)
 	}
 }
+
+// TestParseRulesAtTheirBounds: what auditctl takes at the edges of each
+// bound, and the first value past it. A lab's rules file that the witness
+// reads differently from auditctl would record something else than the
+// lab asked for.
+func TestParseRulesAtTheirBounds(t *testing.T) {
+	fields := func(n int) string { return strings.Repeat(" -F uid=1", n) }
+	for _, c := range []struct {
+		name, rule string
+		want       string // "" when the rule is taken
+	}{
+		{"a path of maxPathLen bytes", "-w /" + strings.Repeat("p", maxPathLen-1), ""},
+		{"a path one byte longer", "-w /" + strings.Repeat("p", maxPathLen), "at most 4096 bytes"},
+		{"a key of maxKeyLen bytes", "-a always,exit -S execve -k " + strings.Repeat("k", maxKeyLen), ""},
+		{"a key one byte longer", "-a always,exit -S execve -k " + strings.Repeat("k", maxKeyLen+1), "a key is 1 to 256 bytes"},
+		// The arch field auditctl adds, these, and the witness's three.
+		{"maxFields in the kernel", "-a always,exit -S execve" + fields(maxFields-4), ""},
+		{"one field more", "-a always,exit -S execve" + fields(maxFields-3), "too many -F fields"},
+		{"the smallest exit code", "-a always,exit -S openat -F exit=-2147483648", ""},
+		{"below it", "-a always,exit -S openat -F exit=-2147483649", "want a number"},
+		{"the largest 32-bit value", "-a always,exit -S execve -F pid=4294967295", ""},
+		{"above it", "-a always,exit -S execve -F uid=4294967296", "want a number"},
+		{"uid 0", "-a always,exit -S execve -F uid=0", ""},
+		{"a negative uid", "-a always,exit -S execve -F uid=-2", "want a number"},
+		{"auid unset with =", "-a always,exit -S execve -F auid=unset", ""},
+		{"auid unset with >=", "-a always,exit -S execve -F auid>=unset", "auid unset takes = or !="},
+		{"ses unset", "-a always,exit -S execve -F ses=unset", ""},
+		{"uid unset", "-a always,exit -S execve -F uid=unset", "names are not resolved"},
+		{"an operator with no field", "-a always,exit -S execve -F !=5", `unsupported field "!"`},
+	} {
+		_, err := ParseRules(strings.NewReader(c.rule+"\n"), "lab.rules")
+		if c.want == "" && err != nil {
+			t.Errorf("%s: %v, want it taken", c.name, err)
+		}
+		if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestParseRulesFieldValues: the kernel values of the unset forms and of
+// a rule without syscalls, which gets no arch field (auditctl adds the
+// machine's arch only to syscall rules).
+func TestParseRulesFieldValues(t *testing.T) {
+	rs, err := ParseRules(strings.NewReader("-a always,exit -S execve -F auid=unset -F ses=unset\n-a always,exit -F auid>=1000\n"), "lab.rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Field{{ID: fieldArch, Op: opEqual, Value: archX8664}, {ID: fieldLoginUIDSet, Op: opEqual, Value: 0}, {ID: fieldSessionID, Op: opEqual, Value: unsetID}}
+	if !slices.Equal(rs.Rules[0].Fields, want) {
+		t.Errorf("unset fields %+v, want %+v", rs.Rules[0].Fields, want)
+	}
+	if want := []Field{{ID: fieldLoginUID, Op: opGreaterEq, Value: 1000}}; !slices.Equal(rs.Rules[1].Fields, want) {
+		t.Errorf("a rule without -S: fields %+v, want %+v and no arch", rs.Rules[1].Fields, want)
+	}
+}
