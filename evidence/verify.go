@@ -511,8 +511,12 @@ func (v *verifier) checkData(r *integrity.Record, seq, off int64) bool {
 		v.anomaly(KindRecordMalformed, vocab.LogFile, seq, off, "unknown stream %q", d.Stream)
 		return false
 	}
-	if d.Off < 0 || d.Len < 0 {
-		return d.Len >= 0 // counted, not stored: the digest is all there is
+	if d.Len < 0 {
+		v.anomaly(KindRecordMalformed, vocab.LogFile, seq, off, "%s record claims %d bytes", r.Type, d.Len)
+		return false
+	}
+	if d.Off < 0 {
+		return true // counted, not stored: the digest is all there is
 	}
 	if d.Off != v.next {
 		v.anomaly(KindDataMisplaced, vocab.LogFile, seq, off, "data at typescript offset %d where %d belongs", d.Off, v.next)
