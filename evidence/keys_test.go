@@ -50,3 +50,30 @@ func TestParseKeysRefusesWhatItCannotHonour(t *testing.T) {
 		t.Errorf("plain, known_hosts and @revoked lines: trusted %d revoked %d, err %v; want 2, 1, nil", len(keys.Trusted), len(keys.Revoked), err)
 	}
 }
+
+// TestParseKeysCountsEveryKey: a file is refused for holding no keys only
+// when it holds neither a trusted nor a revoked one. A revocation list
+// alone is read (it refuses, trusts nothing), and so is a known_hosts
+// file that trusts one key and revokes another.
+func TestParseKeysCountsEveryKey(t *testing.T) {
+	trusted, revoked := testKeyLine(t), testKeyLine(t)
+	for _, tc := range []struct {
+		name             string
+		data             string
+		trusted, revoked int
+		err              string
+	}{
+		{"comments only", "# no keys yet\n\n", 0, 0, "k: no keys"},
+		{"revoked only", "@revoked * " + revoked + "\n", 0, 1, ""},
+		{"one trusted, one revoked", "sidecar " + trusted + "\n@revoked * " + revoked + "\n", 1, 1, ""},
+	} {
+		keys, err := ParseKeys([]byte(tc.data), "k")
+		gotErr := ""
+		if err != nil {
+			gotErr = err.Error()
+		}
+		if gotErr != tc.err || len(keys.Trusted) != tc.trusted || len(keys.Revoked) != tc.revoked {
+			t.Errorf("%s: trusted %d revoked %d, err %q; want %d, %d, %q", tc.name, len(keys.Trusted), len(keys.Revoked), gotErr, tc.trusted, tc.revoked, tc.err)
+		}
+	}
+}
