@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,5 +111,55 @@ func TestRecordTextIsOneLine(t *testing.T) {
 	got := string(done[0].AppendLog(nil))
 	if strings.Count(got, "\n") != 1 || !strings.HasPrefix(got, "type=USER msg=audit(1796112666.500:103): ") || !strings.Contains(got, "op=x type=SYSCALL") {
 		t.Errorf("log lines %q, want one USER line", got)
+	}
+}
+
+// Equivalent mutants (gremlins): events.go parseHeader's `end < 0` -> `<= 0`
+// (an empty stamp fails the Cut that follows) and add's `len(text) >
+// maxRecordText` -> `>=` (cutting a text to the length it has).
+
+// TestParseHeaderMilliseconds: the header's time is seconds and three
+// digits of milliseconds: .999 is the last millisecond of a second;
+// 1000 or a negative count is not a kernel header.
+func TestParseHeaderMilliseconds(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		ok   bool
+	}{
+		{"audit(1796112666.999:7): x", true},
+		{"audit(1796112666.000:7): x", true},
+		{"audit(1796112666.1000:7): x", false},
+		{"audit(1796112666.-1:7): x", false},
+	} {
+		at, serial, ok := parseHeader(tt.text)
+		if ok != tt.ok {
+			t.Errorf("%q: ok %v, want %v", tt.text, ok, tt.ok)
+		}
+		if ok && (serial != 7 || at.Unix() != 1796112666) {
+			t.Errorf("%q: %v serial %d", tt.text, at, serial)
+		}
+	}
+	if at, _, _ := parseHeader("audit(1796112666.999:7): x"); at.Nanosecond() != 999e6 {
+		t.Errorf("the milliseconds read as %d ns", at.Nanosecond())
+	}
+}
+
+// TestProcAcctTracksUpToItsBound: process accounting follows maxTracked
+// processes at once; the next exec is counted as not followed, not kept.
+func TestProcAcctTracksUpToItsBound(t *testing.T) {
+	p := newProcAcct()
+	exec := func(pid int) *Event {
+		return &Event{Time: time.Unix(1796112666, 0), Records: []Record{{Type: typeSyscall,
+			Text: fmt.Sprintf(`audit(1796112666.000:1): arch=c000003e syscall=59 success=yes exit=0 ppid=1 pid=%d auid=4242 uid=1000 ses=5 comm="sh" exe="/bin/sh"`, pid)}}}
+	}
+	for pid := range maxTracked {
+		p.event(exec(pid + 2))
+	}
+	if len(p.live) != maxTracked || p.overflow != 0 {
+		t.Fatalf("%d processes followed, %d not, after %d execs; want all followed", len(p.live), p.overflow, maxTracked)
+	}
+	p.event(exec(maxTracked + 2))
+	if len(p.live) != maxTracked || p.overflow != 1 {
+		t.Errorf("%d processes followed, %d not, after one exec more; want %d and 1", len(p.live), p.overflow, maxTracked)
 	}
 }
