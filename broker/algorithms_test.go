@@ -129,6 +129,9 @@ func TestMatchPattern(t *testing.T) {
 		{"*", "", true},
 		{"*a*b", "xaxxb", true},
 		{"*a*b", "xaxxbc", false},
+		// A mismatch after the first byte, with no star to go back to.
+		{"ab", "ax", false},
+		{"abc", "abx", false},
 		{strings.Repeat("*a", 2000) + "b", strings.Repeat("a", 60), false},
 	} {
 		if got := matchPattern(tc.pattern, tc.name); got != tc.want {
@@ -155,5 +158,27 @@ func TestNewRefusesUnknownAlgorithm(t *testing.T) {
 	_, err = New(cfg)
 	if err == nil || !strings.Contains(err.Error(), `unknown MAC algorithm "umac-64@openssh.com"`) {
 		t.Fatalf("New = %v, want the unknown MAC named", err)
+	}
+}
+
+// TestLibSSHAliasFollowsCurve25519: the libssh name of curve25519-sha256
+// is listed right after it, where OpenSSH lists it.
+func TestLibSSHAliasFollowsCurve25519(t *testing.T) {
+	kex := KnownAlgorithms(KeyExchange)
+	i := slices.Index(kex, gossh.KeyExchangeCurve25519)
+	if i < 0 || i+1 >= len(kex) || kex[i+1] != curve25519LibSSH {
+		t.Errorf("key exchanges %v: want %s right after %s", kex, curve25519LibSSH, gossh.KeyExchangeCurve25519)
+	}
+}
+
+// TestAlgorithmSpecLengthBound: a setting of exactly maxAlgorithmSpec
+// bytes is read; one byte more is refused by its length.
+func TestAlgorithmSpecLengthBound(t *testing.T) {
+	spec := gossh.CipherAES128CTR + strings.Repeat(",", maxAlgorithmSpec-len(gossh.CipherAES128CTR))
+	if _, err := ApplyAlgorithmSpec(Cipher, nil, spec); err != nil && strings.Contains(err.Error(), "longer than") {
+		t.Errorf("a %d-byte setting: %v, want it read", len(spec), err)
+	}
+	if _, err := ApplyAlgorithmSpec(Cipher, nil, spec+","); err == nil || !strings.Contains(err.Error(), "longer than 4096 bytes") {
+		t.Errorf("a %d-byte setting: %v, want its length refused", len(spec)+1, err)
 	}
 }
