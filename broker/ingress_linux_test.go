@@ -90,6 +90,19 @@ func TestLoopbackGuardDropsOtherSources(t *testing.T) {
 // IPv4 traffic goes by the IPv4 list.
 func TestLoopbackGuardIPv6(t *testing.T) {
 	lo := loopbackIndex(t)
+	// Whether this namespace has IPv6 loopback is asked of a listener
+	// without a guard: a guard that drops ::1 must fail the test, not
+	// skip it.
+	var plain net.ListenConfig
+	probe, err := plain.Listen(context.Background(), "tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	if err := dialFrom(probe, "::1"); err != nil {
+		probe.Close()
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	probe.Close()
 	ln, _ := guardedListener(t, "tcp", "[::]:0", guardSources{loopbackIndex: lo,
 		v4: []netip.Prefix{netip.MustParsePrefix("127.0.0.3/32")}, v6: []netip.Addr{netip.MustParseAddr("::1")}})
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -102,7 +115,7 @@ func TestLoopbackGuardIPv6(t *testing.T) {
 		return err
 	}
 	if err := dial("::1", "::1"); err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
+		t.Errorf("IPv6 source listed (::1) was dropped: %v", err)
 	}
 	if err := dial("127.0.0.3", "127.0.0.1"); err != nil {
 		t.Errorf("IPv4 source listed, through a dual-stack listener: %v", err)
@@ -110,8 +123,10 @@ func TestLoopbackGuardIPv6(t *testing.T) {
 	if err := dial("127.0.0.4", "127.0.0.1"); err == nil {
 		t.Errorf("IPv4 source not listed was let through a dual-stack listener")
 	}
-	// The IPv6 list without ::1: its own SYN is dropped.
-	ln2, _ := guardedListener(t, "tcp6", "[::1]:0", guardSources{loopbackIndex: lo, v6: []netip.Addr{netip.MustParseAddr("fd00::1")}})
+	// The IPv6 list without ::1: its own SYN is dropped (with an IPv4
+	// list of some length, so an IPv6 segment must jump past it whole).
+	ln2, _ := guardedListener(t, "tcp6", "[::1]:0", guardSources{loopbackIndex: lo,
+		v4: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("127.0.1.0/24")}, v6: []netip.Addr{netip.MustParseAddr("fd00::1")}})
 	if err := dialFrom(ln2, "::1"); err == nil {
 		t.Errorf("::1 not listed was let through")
 	}
@@ -205,4 +220,94 @@ func TestGuardProgramBounds(t *testing.T) {
 	if aerr != nil {
 		t.Fatalf("the kernel refused the largest program: %v", aerr)
 	}
+}
+
+// Equivalent mutants (gremlins): ingress_linux.go trimmed's `n >
+// guardMaxV4` and `n > guardMaxV6` -> `>=` (cutting a list at the length
+// it has, and counting 0), and refresh's `g.last.loopbackIndex != 0` ->
+// `== 0` (attaching the same filter again changes nothing a connection
+// sees).
+
+// TestGuardListenerGuardsTCP: a TCP listener gets a guard, with the
+// namespace's sources in its filter; a listener of another kind none.
+func TestGuardListenerGuardsTCP(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	g, err := guardListener(ln, slog.New(slog.DiscardHandler))
+	if err != nil || g == nil || g.last.loopbackIndex == 0 {
+		t.Fatalf("guardListener of a TCP listener = %v, %v; want a guard with the namespace's sources", g, err)
+	}
+	unixLn, err := net.Listen("unix", t.TempDir()+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unixLn.Close()
+	if g, err := guardListener(unixLn, slog.New(slog.DiscardHandler)); g != nil || err != nil {
+		t.Errorf("guardListener of a Unix listener = %v, %v; want none", g, err)
+	}
+}
+
+// TestGuardSourcesEqual: two source lists are the same only with the same
+// loopback device and the same addresses.
+func TestGuardSourcesEqual(t *testing.T) {
+	a := guardSources{loopbackIndex: 1, v4: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, v6: []netip.Addr{netip.IPv6Loopback()}}
+	other := a
+	other.loopbackIndex = 2
+	if !a.equal(a) || a.equal(other) {
+		t.Errorf("equal: same %v, another loopback device %v; want true, false", a.equal(a), a.equal(other))
+	}
+}
+
+// TestLoopbackGuardSaysWhatItCut: a namespace with more addresses than
+// the filter holds is logged with how many were left out, on each
+// refresh that installs a filter; one within the bounds logs nothing.
+func TestLoopbackGuardSaysWhatItCut(t *testing.T) {
+	lo := loopbackIndex(t)
+	var many guardSources
+	many.loopbackIndex = lo
+	for i := range guardMaxV4 + 2 {
+		many.v4 = append(many.v4, netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 2, byte(i >> 8), byte(i)}), 32))
+	}
+	for _, tt := range []struct {
+		name string
+		s    guardSources
+		want string
+	}{
+		{"over the bound", many, "addresses_not_held=2"},
+		{"within it", guardSources{loopbackIndex: lo, v4: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ln, err := Listen("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			raw, err := ln.(*net.TCPListener).SyscallConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs strings.Builder
+			g := &loopbackGuard{raw: raw, log: slog.New(slog.NewTextHandler(&logs, nil)), sources: func() (guardSources, error) { return tt.s, nil }}
+			if err := g.refresh(); err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == "" && logs.Len() != 0 {
+				t.Errorf("logged %q for sources within the bounds", logs.String())
+			}
+			if tt.want != "" && !strings.Contains(logs.String(), tt.want) {
+				t.Errorf("logged %q, want %q", logs.String(), tt.want)
+			}
+			if !g.last.equal(mustTrim(tt.s)) {
+				t.Error("the guard does not remember the sources it installed")
+			}
+		})
+	}
+}
+
+func mustTrim(s guardSources) guardSources {
+	t, _ := s.trimmed()
+	return t
 }
