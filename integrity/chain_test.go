@@ -200,3 +200,47 @@ func TestDataOnFullDiskKeepsAccounting(t *testing.T) {
 		t.Fatalf("records %+v, want open, 3 bytes out at 10, 2 bytes in at 13", recs)
 	}
 }
+
+// Equivalent mutants (gremlins), chain.go: makeRecord's `r.Sig == ""` ->
+// `!=` sends data records through marshalRecord, which writes the same
+// bytes as the fast path (TestDataLineIsJSONMarshal's contract); `2 *
+// sha256.Size` -> `+` sizes a scratch array AppendEncode grows; writeOut's
+// `n > whole` -> `>=` cuts back 0 bytes.
+
+// TestUnwrittenBoundIsExact: exactly maxUnwritten bytes held back is
+// still within the bound (the error is the write's, not sticky); one
+// byte more is past it.
+func TestUnwrittenBoundIsExact(t *testing.T) {
+	for _, past := range []int{0, 1} {
+		path := filepath.Join(t.TempDir(), "integrity.jsonl")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		w := NewWriter(&fullFile{File: f}, "run", "sess", newSigner(t), func() time.Time { return testTime })
+		// Records of one shape, whose lines differ only in the value's
+		// length (and the seq's digits, kept at two), up to the bound.
+		line := func(v int) error { return w.Append("event", map[string]string{"k": strings.Repeat("v", v)}) }
+		for range 10 { // seqs 0 to 9; the rest have two digits
+			line(0)
+		}
+		before := len(w.unwritten)
+		for range 10 {
+			line(0)
+		}
+		base := (len(w.unwritten) - before) / 10
+		for len(w.unwritten)+base+20000 < maxUnwritten {
+			if err := line(20000); err == nil || strings.Contains(err.Error(), "past the bound") {
+				t.Fatalf("below the bound: %v", err)
+			}
+		}
+		err = line(maxUnwritten - len(w.unwritten) - base + past)
+		if len(w.unwritten) != maxUnwritten+past {
+			t.Fatalf("held back %d bytes, want %d (the record lines are not the length the test assumes)", len(w.unwritten), maxUnwritten+past)
+		}
+		if gaveUp := err != nil && strings.Contains(err.Error(), "past the bound"); gaveUp != (past > 0) {
+			t.Errorf("%d bytes held back: %v; want past the bound %v", len(w.unwritten), err, past > 0)
+		}
+	}
+}
