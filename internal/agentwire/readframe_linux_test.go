@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// Equivalent mutants (gremlins), wire_linux.go: SendRecord's `len(files) >
+// 0` -> `>= 0` builds an SCM_RIGHTS message of no fds, which the kernel
+// sends as none; Truncate's `len(s) > n` -> `>=` cuts a string to the
+// length it has.
+
 // TestReadFrameRefusals is the frame reader's table: each case is a record
 // a peer could send, the error it must get, by its words, and for every
 // refusal no fd left open with the caller. The accepted cases hold the
