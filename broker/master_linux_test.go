@@ -119,6 +119,9 @@ func waitForWaitingWrite(t *testing.T, fd int, done <-chan error) {
 // The shell's reads of the slave make the master writable, byte after byte
 // of a typed line; no epoll set of this process, the runtime poller's
 // included, may be watching for that, or each byte wakes a thread.
+// Equivalent mutant (gremlins): master_linux.go inputStep's `n > 0` ->
+// `>= 0`: write(2) returns -1 or a count, and adding a count of 0 changes
+// nothing.
 func TestMasterIsWatchedForOutputReadinessOnlyWhileAWriteWaits(t *testing.T) {
 	master, slave := newRawPTY(t)
 	fd := masterFD(t, master)
