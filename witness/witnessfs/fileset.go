@@ -115,7 +115,12 @@ func (s *FileSet) Next(need int64) (*File, Refusal) {
 		return nil, Failed
 	}
 	if s.cur != nil && s.cur.count > 0 && s.cur.size+need > s.Limits.RotateBytes {
-		s.Finish()
+		// Finishing writes what the file holds; when that fails, storing
+		// has ended, and the items lost with it are the witness's to
+		// count: no next file is opened.
+		if s.Finish(); s.err != nil {
+			return nil, Failed
+		}
 	}
 	if s.cur == nil && s.made >= s.Limits.Files {
 		return nil, Full

@@ -145,3 +145,30 @@ func TestFileSetFailures(t *testing.T) {
 		t.Errorf("attributes %v", a)
 	}
 }
+
+// TestFileSetRotationAfterAFailedFlushOpensNothing: when finishing the
+// full file fails (its held items cannot be written), storing has ended:
+// Next refuses the item that asked for the rotation as failed, and no
+// next file is created, which would be a file no record vouches for.
+func TestFileSetRotationAfterAFailedFlushOpensNothing(t *testing.T) {
+	s, dir := testFileSet(t, Limits{RotateBytes: 10, Files: 3}, 1<<10)
+	create := s.Create
+	s.Create = func(name string) (*os.File, error) {
+		if name == "f-1" { // a file that takes no write
+			return os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o600)
+		}
+		return create(name)
+	}
+	if stored, _ := put(t, s, "12345678\n", time.Now()); !stored {
+		t.Fatal("the first item was not taken (held in the buffer)")
+	}
+	if f, why := s.Next(9); f != nil || why != Failed {
+		t.Fatalf("the rotation after a failed flush gave %v, %v; want no file, Failed", f, why)
+	}
+	if s.Err() == nil || s.Made() != 1 {
+		t.Errorf("Err %v, %d files made; want the flush's error and only f-1", s.Err(), s.Made())
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "f-2")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("f-2 after the failure: %v, want none", err)
+	}
+}
