@@ -174,3 +174,55 @@ func TestRefuseEnvOverLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestBoundsAtTheirEdges: what a client may send at each bound of
+// the session requests, and the first value past it: a 1x1 window and
+// pixel sizes up to 65535 are real terminals; an env name of 64 bytes and
+// a value of 1024 (spaces allowed, control bytes not) are taken; terminal
+// modes of exactly maxModesLen bytes are.
+func TestRequestBoundsAtTheirEdges(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		win  window
+		ok   bool
+	}{
+		{"1x1", window{cols: 1, rows: 1}, true},
+		{"pixels at the bound", window{cols: 80, rows: 24, width: maxPixelDim, height: maxPixelDim}, true},
+		{"width past it", window{cols: 80, rows: 24, width: maxPixelDim + 1}, false},
+		{"height past it", window{cols: 80, rows: 24, height: maxPixelDim + 1}, false},
+		{"rows past the bound", window{cols: 80, rows: maxWindowDim + 1}, false},
+		{"no rows", window{cols: 80}, false},
+		{"no columns", window{rows: 24}, false},
+	} {
+		if _, err := checkWindow(tt.win, false); (err == nil) != tt.ok {
+			t.Errorf("window %s: %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+	name := strings.Repeat("N", maxEnvNameLen)
+	if !validEnvName(name) || validEnvName(name+"N") {
+		t.Errorf("env names of %d and %d bytes: %v %v, want taken and refused", maxEnvNameLen, maxEnvNameLen+1, validEnvName(name), validEnvName(name+"N"))
+	}
+	value := strings.Repeat(" ", maxEnvValueLen)
+	if !validEnvValue(value) || validEnvValue(value+" ") {
+		t.Errorf("env values of %d and %d spaces: %v %v, want taken and refused", maxEnvValueLen, maxEnvValueLen+1, validEnvValue(value), validEnvValue(value+" "))
+	}
+	for _, c := range []byte{0x1f, 0x7f, 0x00, '\n'} {
+		if validEnvValue("a" + string(c)) {
+			t.Errorf("an env value with byte %#x was taken", c)
+		}
+	}
+	if !validEnvValue("~!\x80") {
+		t.Error("an env value of printable and high bytes was refused")
+	}
+	modes := string(make([]byte, maxModesLen))
+	if _, err := parsePtyReq(ptyReqPayload("xterm", 80, 24, 0, 0, []byte(modes))); err != nil {
+		t.Errorf("terminal modes of %d bytes: %v", maxModesLen, err)
+	}
+	if _, err := parsePtyReq(ptyReqPayload("xterm", 80, 24, 0, 0, []byte(modes+"x"))); err == nil || !strings.Contains(err.Error(), "terminal modes too long") {
+		t.Errorf("terminal modes of %d bytes: %v, want refused", maxModesLen+1, err)
+	}
+	id := strings.Repeat("i", 64)
+	if logSafe(id) != id || logSafe(id+"i") == id+"i" {
+		t.Errorf("logSafe of ids of 64 and 65 bytes: %q %q", logSafe(id), logSafe(id+"i"))
+	}
+}
