@@ -321,23 +321,31 @@ func TestPreauthEvictsFromBusiestSource(t *testing.T) {
 }
 
 // TestPreauthEvictionTieTakesOldest: between two sources holding as many,
-// the one whose oldest connection is older gives it up.
+// the one whose oldest connection is older gives it up, whichever of them
+// the scan meets first (the sources are a map: each round is another
+// order, and 32 rounds meet both).
+//
+// Equivalent mutant (gremlins): preauth.go busiestEvictableLocked's
+// `e.age > best.age` -> `>=`: between two oldest connections of the same
+// age, either is the right one to evict.
 func TestPreauthEvictionTieTakesOldest(t *testing.T) {
-	g, clock := evictionGate(100, 4, MaxStartups{Start: 4, Rate: 100, Full: 4})
-	var first *gatedConn
-	for i, src := range []string{"192.0.2.2", "192.0.2.1", "192.0.2.1", "192.0.2.2"} {
-		*clock = time.Unix(1000, 0).Add(time.Duration(i) * 100 * time.Millisecond)
-		c, reason, _ := tryConn(t, g, src)
-		if reason != "" {
-			t.Fatal(reason)
+	for range 32 {
+		g, clock := evictionGate(100, 4, MaxStartups{Start: 4, Rate: 100, Full: 4})
+		var first *gatedConn
+		for i, src := range []string{"192.0.2.2", "192.0.2.1", "192.0.2.1", "192.0.2.2"} {
+			*clock = time.Unix(1000, 0).Add(time.Duration(i) * 100 * time.Millisecond)
+			c, reason, _ := tryConn(t, g, src)
+			if reason != "" {
+				t.Fatal(reason)
+			}
+			if i == 0 {
+				first = c
+			}
 		}
-		if i == 0 {
-			first = c
+		*clock = time.Unix(1000, 0).Add(10 * time.Second)
+		if _, _, ev := tryConn(t, g, "192.0.2.7"); ev == nil || ev.conn != first {
+			t.Fatalf("tie: evicted %+v, want the oldest connection of all (.2's first)", ev)
 		}
-	}
-	*clock = time.Unix(1000, 0).Add(10 * time.Second)
-	if _, _, ev := tryConn(t, g, "192.0.2.7"); ev == nil || ev.conn != first {
-		t.Fatalf("tie: evicted %+v, want the oldest connection of all (.2's first)", ev)
 	}
 }
 
