@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,20 +15,11 @@ import (
 	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
-// newTestServer builds a server with a fresh host key, one authorized
-// key and the local adapter; it never starts a session.
+// newTestServer builds a server from testConfig; it never starts a
+// session.
 func newTestServer(t *testing.T) *Server {
 	t.Helper()
-	signer, err := LoadOrCreateKey(filepath.Join(t.TempDir(), "key"), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ak, err := parseAuthorizedKeys(gossh.MarshalAuthorizedKey(signer.PublicKey()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{HostKey: signer, AuthorizedKeys: ak, Users: []string{"kali"}, Launcher: local.New(),
-		CaptureRoot: t.TempDir(), Limits: DefaultLimits(), Logger: slog.New(slog.DiscardHandler)})
+	srv, err := New(testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,5 +93,56 @@ func TestShutdownEndsServe(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve still accepting 10 s after Shutdown")
+	}
+}
+
+// testConfig is a valid configuration for New.
+func testConfig(t *testing.T) Config {
+	t.Helper()
+	signer, err := LoadOrCreateKey(filepath.Join(t.TempDir(), "key"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ak, err := parseAuthorizedKeys(gossh.MarshalAuthorizedKey(signer.PublicKey()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{HostKey: signer, AuthorizedKeys: ak, Users: []string{"kali"}, Launcher: local.New(),
+		CaptureRoot: t.TempDir(), Limits: DefaultLimits(), Logger: slog.New(slog.DiscardHandler)}
+}
+
+// TestConfigLimitsMustBePositive: New refuses a configuration with any
+// limit at zero, or a keepalive with only one of its two settings,
+// naming what is wrong; each limit at 1 is taken.
+func TestConfigLimitsMustBePositive(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(*Config)
+		want   string // "" when taken
+	}{
+		{"the defaults", func(*Config) {}, ""},
+		{"auth tries 0", func(c *Config) { c.Limits.MaxAuthTries = 0 }, "every limit must be positive"},
+		{"login grace 0", func(c *Config) { c.Limits.LoginGrace = 0 }, "every limit must be positive"},
+		{"connections 0", func(c *Config) { c.Limits.MaxConns = 0 }, "every limit must be positive"},
+		{"sessions 0", func(c *Config) { c.Limits.MaxSessions = 0 }, "every limit must be positive"},
+		{"sessions a connection 0", func(c *Config) { c.Limits.MaxSessionsPerConn = 0 }, "every limit must be positive"},
+		{"env requests 0", func(c *Config) { c.Limits.MaxEnvRequests = 0 }, "every limit must be positive"},
+		{"startups a source 0", func(c *Config) { c.Limits.PerSourceMaxStartups = 0 }, "every limit must be positive"},
+		{"each at 1", func(c *Config) {
+			c.Limits.MaxAuthTries, c.Limits.MaxSessions, c.Limits.MaxSessionsPerConn, c.Limits.MaxEnvRequests = 1, 1, 1, 1
+			c.Limits.PerSourceMaxStartups = 1
+		}, ""},
+		{"keepalive without a count", func(c *Config) { c.ClientAlive = ClientAlive{Interval: time.Second} }, "both must be positive"},
+		{"keepalive with a negative interval", func(c *Config) { c.ClientAlive = ClientAlive{Interval: -time.Second, CountMax: 3} }, "both must be positive"},
+		{"keepalive with a negative count", func(c *Config) { c.ClientAlive = ClientAlive{CountMax: -1} }, "both must be positive"},
+		{"keepalive on", func(c *Config) { c.ClientAlive = ClientAlive{Interval: time.Second, CountMax: 1} }, ""},
+		{"keepalive off, a count alone", func(c *Config) { c.ClientAlive = ClientAlive{CountMax: 3} }, ""},
+	} {
+		cfg := testConfig(t)
+		tt.change(&cfg)
+		_, err := New(cfg)
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: New = %v, want %q", tt.name, err, tt.want)
+		}
 	}
 }
