@@ -83,7 +83,7 @@ func wantFindings(t *testing.T, p *tsPass, want ...Anomaly) {
 	}
 }
 
-// Mutants that change nothing observable (gremlins, issue 27):
+// Equivalent mutants (gremlins), which change nothing observable:
 //   - tspass.go:98 `to <= p.pos` -> `<`: equivalent: advance(p.pos) then reads 0
 //     bytes (no progress, no digest input) and leaves p.pos as it was.
 //   - tspass.go:232 `len(p.deferred) > 0` -> `>= 0`: equivalent: a window with

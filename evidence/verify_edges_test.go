@@ -24,7 +24,7 @@ import (
 // Whole sessions, each a forgery or an accident, and the exact findings
 // the verifier owes it (issue 27's mutants of verify.go and tspass.go).
 //
-// Equivalent mutants (no test can tell them apart):
+// Equivalent mutants (gremlins; no test can tell them apart):
 //   - verify.go:238 `closeSeq: -1` (-> 1): every read of closeSeq is guarded by
 //     closeRec != nil (replay, chains, checkEnd, checkTimingFile) or by a
 //     witness's closed flag (witnessfiles.go checkCount), both set by the same

@@ -18,7 +18,7 @@ import (
 // Witness files of a cut session (Unfinalized), and what the report says
 // of the witnesses.
 //
-// Not killed, at a cost no unit test should pay (gremlins, issue 27):
+// Lived mutants not killed, at a cost no unit test should pay (gremlins):
 //   - witnessfiles.go:284 `maxWitnessEntries + 1` -> `- 1` and 288 `>` -> `>=`
 //     differ only for a witness folder of 100000 entries or more: creating
 //     that many files takes about 10 s here. Not equivalent.

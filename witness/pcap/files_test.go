@@ -18,7 +18,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/witness/witnessfs"
 )
 
-// files.go:199:36 (gapAccounts) `s.held.packets > 0` -> `>= 0`:
+// Equivalent mutant (gremlins): files.go gapAccounts `s.held.packets > 0` -> `>= 0`:
 // equivalent, Lost() > 0 means a packet was taken (File.Stored), every
 // packet taken is added to held right after, and held is emptied only
 // there or just before such an add: held is never empty while Lost() > 0.

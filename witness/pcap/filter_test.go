@@ -12,7 +12,8 @@ import (
 // instructions the filter uses (filter_kernel_linux_test.go runs the same
 // packets through the kernel itself, where the test may).
 //
-// filter.go:65:44 and 69:44 `skfNetOff + 0` -> `skfNetOff - 0`: equivalent, the same constant.
+// Equivalent mutants (gremlins): filter.go:65:44 and 69:44 `skfNetOff + 0`
+// -> `skfNetOff - 0`, the same constant.
 
 // filterPacket is what the filter sees of a packet: the kernel's packet
 // type, the interface's hardware type and the frame's protocol, and the
