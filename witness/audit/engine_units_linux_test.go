@@ -71,3 +71,50 @@ func TestParseDatagramWalksAlignedMessages(t *testing.T) {
 		t.Errorf("a header alone, then an event: %d events, %d malformed; want the event and the one refused record", len(done), asm.malformed)
 	}
 }
+
+// TestPendingEventsBounded: events of sessions not bound yet wait, up to
+// maxPendingSessions sessions and maxPendingEvents events each; past
+// either bound an event is counted as unattributed, never kept.
+func TestPendingEventsBounded(t *testing.T) {
+	e := &Engine{pending: map[uint32][]*Event{}, pendAt: map[uint32]time.Time{}}
+	for ses := range uint32(maxPendingSessions) {
+		e.queue(&Event{Ses: ses + 1})
+	}
+	if len(e.pending) != maxPendingSessions || e.stats.Unattributed != 0 {
+		t.Fatalf("%d sessions waiting, %d unattributed; want all %d waiting", len(e.pending), e.stats.Unattributed, maxPendingSessions)
+	}
+	e.queue(&Event{Ses: maxPendingSessions + 1})
+	if len(e.pending) != maxPendingSessions || e.stats.Unattributed != 1 {
+		t.Errorf("a session past the bound: %d waiting, %d unattributed; want %d and 1", len(e.pending), e.stats.Unattributed, maxPendingSessions)
+	}
+	// A session already waiting still takes events, up to its bound.
+	for range maxPendingEvents - 1 {
+		e.queue(&Event{Ses: 1})
+	}
+	if n := len(e.pending[1]); n != maxPendingEvents || e.stats.Unattributed != 1 {
+		t.Fatalf("session 1 holds %d events, %d unattributed; want %d and 1", n, e.stats.Unattributed, maxPendingEvents)
+	}
+	e.queue(&Event{Ses: 1})
+	if n := len(e.pending[1]); n != maxPendingEvents || e.stats.Unattributed != 2 {
+		t.Errorf("an event past the session's bound: %d held, %d unattributed; want %d and 2", n, e.stats.Unattributed, maxPendingEvents)
+	}
+}
+
+// TestKnownSessionsBounded: the sessions the engine has seen bound are
+// remembered up to maxKnownSessions; at the bound the memory starts over
+// from the sessions bound now, and the new one.
+func TestKnownSessionsBounded(t *testing.T) {
+	e := &Engine{bound: map[uint32][]*witness{}, known: map[uint32]bool{}, pending: map[uint32][]*Event{}, pendAt: map[uint32]time.Time{}}
+	for ses := range uint32(maxKnownSessions - 1) {
+		e.known[ses+100] = true
+	}
+	w := &witness{}
+	e.bind(w, 7)
+	if len(e.known) != maxKnownSessions {
+		t.Fatalf("%d sessions known after one bind below the bound, want %d", len(e.known), maxKnownSessions)
+	}
+	e.bind(w, 8)
+	if len(e.known) != 2 || !e.known[7] || !e.known[8] {
+		t.Errorf("at the bound: %d known; want the bound sessions 7 and 8 only", len(e.known))
+	}
+}
