@@ -40,11 +40,22 @@ type logLine struct {
 // of at most MaxRecordLine bytes, and never past the size the file had
 // when it was opened.
 type logReader struct {
-	f   *os.File
-	br  *bufio.Reader
-	off int64
-	err error // sticky: after a long line or a read error nothing follows
+	f    *os.File
+	br   *bufio.Reader
+	size int64 // the file's size when opened: the bound of every loop over its lines
+	off  int64
+	err  error // sticky: after a long line or a read error nothing follows
 }
+
+// errLineBound is a loop over the lines that read more of them than the
+// file has bytes, which a line (at least its newline, or the last byte)
+// cannot be: a reader that stopped advancing. The loops end on it rather
+// than spin.
+var errLineBound = errors.New("read more lines than the log has bytes")
+
+// maxLines is the bound of a loop over the log's lines: one a byte, and
+// the read that finds the end (a log of n newlines is n lines, then EOF).
+func (r *logReader) maxLines() int64 { return r.size + 1 }
 
 // openLog opens the file name of a session's pty directory (safefs.OpenRegular).
 func openLog(files sessionFiles, name string) (*logReader, error) {
@@ -56,7 +67,7 @@ func openLog(files sessionFiles, name string) (*logReader, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is %d bytes, larger than the %d a log may be", name, size, maxLogSize)
 	}
-	return &logReader{f: f, br: newLineReader(io.NewSectionReader(f, 0, size))}, nil
+	return &logReader{f: f, br: newLineReader(io.NewSectionReader(f, 0, size)), size: size}, nil
 }
 
 func newLineReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 64<<10) }
@@ -115,7 +126,7 @@ func readRecords(files sessionFiles, name string, fn func(i int, ln logLine) boo
 		return err
 	}
 	defer lr.Close()
-	for i := 0; ; i++ {
+	for i := 0; int64(i) < lr.maxLines(); i++ {
 		ln, err := lr.next()
 		if err == io.EOF {
 			return nil
@@ -127,6 +138,7 @@ func readRecords(files sessionFiles, name string, fn func(i int, ln logLine) boo
 			return nil
 		}
 	}
+	return fmt.Errorf("%s: %w", name, errLineBound)
 }
 
 // ReadRecords calls fn with each line of the file name (vocab.LogFile or

@@ -104,3 +104,26 @@ func TestLogSizeBound(t *testing.T) {
 		}
 	}
 }
+
+// TestLineLoopsReachTheEnd: the loops over a log's lines are bounded by
+// its size (a line is at least a byte), and the bound is tight, not
+// short: a log of n newlines, the most lines n bytes hold, is read to its
+// end.
+//
+// Equivalent mutant (gremlins): the loops' `< lr.maxLines()` -> `<=`: one
+// read more than a log can hold lines, which finds the end first.
+func TestLineLoopsReachTheEnd(t *testing.T) {
+	dir := t.TempDir()
+	pty := filepath.Join(dir, vocab.PTYDir)
+	if err := os.MkdirAll(pty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	if err := os.WriteFile(filepath.Join(pty, vocab.LogFile), []byte(strings.Repeat("\n", n)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	if err := readRecords(sessionFiles{dir: dir}, vocab.LogFile, func(int, logLine) bool { lines++; return true }); err != nil || lines != n {
+		t.Errorf("a log of %d newlines: %d lines read, %v; want all %d and its end", n, lines, err, n)
+	}
+}

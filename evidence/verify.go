@@ -322,7 +322,7 @@ func (v *verifier) progress(n int64) {
 // end in a line still being written: it is not a break.
 func (v *verifier) replay(lr *logReader) (complete bool, nLines int) {
 	prev := ""
-	for i := 0; ; i++ {
+	for i := 0; int64(i) < lr.maxLines(); i++ {
 		ln, err := lr.next()
 		switch {
 		case err == io.EOF:
@@ -343,6 +343,8 @@ func (v *verifier) replay(lr *logReader) (complete bool, nLines int) {
 			return false, i + 1
 		}
 	}
+	v.anomaly(KindVerifierStopped, vocab.LogFile, -1, -1, "%v", errLineBound)
+	return false, int(lr.maxLines())
 }
 
 // chains checks one complete log line, record seq, against the hash of
