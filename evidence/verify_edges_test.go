@@ -203,9 +203,11 @@ func TestCloseRecordAsTheLastLine(t *testing.T) {
 func TestLineAfterTheFinalCheckpoint(t *testing.T) {
 	for _, tc := range []struct {
 		name, tail, msg string
+		kind            evidence.Kind
 	}{
-		{"half a record", `{"seq":99,"ty`, "truncated record (no newline)"},
-		{"a line past the bound", strings.Repeat("x", evidence.MaxRecordLine+1) + "\n", "record longer than"},
+		{"half a record", `{"seq":99,"ty`, "truncated record (no newline)", evidence.KindRecordMalformed},
+		{"a line past the bound", strings.Repeat("x", evidence.MaxRecordLine+1) + "\n", "record longer than", evidence.KindRecordMalformed},
+		{"a record that does not chain", `{"seq":99,"prev":"00","t":"2026-01-01T00:00:00Z","type":"event"}` + "\n", "sequence 99 where", evidence.KindChainBroken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := finalized(t, recorder.Options{Signer: recordertest.Signer()})
@@ -221,8 +223,8 @@ func TestLineAfterTheFinalCheckpoint(t *testing.T) {
 			if len(rep.Anomalies) != 2 || rep.Finalized {
 				t.Fatalf("finalized %v, findings %+v; want not finalized, a malformed record and an unsigned close", rep.Finalized, rep.Anomalies)
 			}
-			if a := rep.Anomalies[0]; a.Kind != evidence.KindRecordMalformed || a.File != vocab.LogFile || a.Seq != closeSeq+2 || a.Offset != st.Size() || !strings.Contains(a.Msg, tc.msg) {
-				t.Errorf("finding %+v, want %s at record %d, offset %d: %q", a, evidence.KindRecordMalformed, closeSeq+2, st.Size(), tc.msg)
+			if a := rep.Anomalies[0]; a.Kind != tc.kind || a.File != vocab.LogFile || a.Seq != closeSeq+2 || a.Offset != st.Size() || !strings.Contains(a.Msg, tc.msg) {
+				t.Errorf("finding %+v, want %s at record %d, offset %d: %q", a, tc.kind, closeSeq+2, st.Size(), tc.msg)
 			}
 			if a := rep.Anomalies[1]; a != (evidence.Anomaly{Kind: evidence.KindCloseUnsigned, File: vocab.LogFile, Seq: closeSeq, Offset: -1, End: -1,
 				Msg: "the close record is not followed by exactly one signed checkpoint"}) {
