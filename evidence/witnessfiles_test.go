@@ -107,3 +107,35 @@ func TestCurrentWitnessFileOfACutSession(t *testing.T) {
 		})
 	}
 }
+
+// The current witness file of a cut session holding exactly what the
+// last checkpoint vouches for (the crash came right after it), or the
+// checkpoint naming a file it vouches for nothing of yet (0 bytes, the
+// file just made, empty): an honest cut, nothing truncated.
+func TestCurrentWitnessFileAtItsClaim(t *testing.T) {
+	const name = "audit-000001.log"
+	line := "type=SYSCALL msg=audit(1764581000.123:1): arch=c000003e syscall=59 tty=pts3 ses=7\n"
+	for _, content := range []string{line, ""} {
+		t.Run(fmt.Sprintf("%d bytes", len(content)), func(t *testing.T) {
+			signer := recordertest.Signer()
+			ts := []byte(recordertest.UnfinalizedHeader + recordertest.UnfinalizedBody)
+			sum := sha256.Sum256([]byte(content))
+			dir := recordertest.Unfinalized(t, t.TempDir(), "run-c", "sess-c", signer, map[string]string{vocab.AttrAudit: vocab.AuditOn},
+				func(w *integrity.Writer) error {
+					attrs := recordertest.PrefixAttrs(ts, []byte("O 0.100000 7\nO 0.100000 7\n"))
+					attrs[vocab.AttrAuditFile], attrs[vocab.AttrAuditSize], attrs[vocab.AttrAuditSHA256] = name, strconv.Itoa(len(content)), hex.EncodeToString(sum[:])
+					return w.Checkpoint(attrs)
+				})
+			if err := os.Mkdir(filepath.Join(dir, vocab.AuditDir), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, vocab.AuditDir, name), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			rep := verify(dir, signer.PublicKey())
+			if len(rep.Anomalies) != 1 || rep.Anomalies[0].Kind != evidence.KindUnfinalized {
+				t.Errorf("findings %+v, want only %s", rep.Anomalies, evidence.KindUnfinalized)
+			}
+		})
+	}
+}
