@@ -71,7 +71,8 @@ func (l *rootLog) write(b []byte) error {
 func (l *rootLog) rotate() error {
 	l.f.Close()
 	l.f = nil
-	os.Remove(fmt.Sprintf("%s.%d", l.path, l.limits.Files-1))
+	// Each rename replaces the name it moves to, so the oldest goes as
+	// name.Files-2 takes its place.
 	for n := l.limits.Files - 2; n >= 1; n-- {
 		os.Rename(fmt.Sprintf("%s.%d", l.path, n), fmt.Sprintf("%s.%d", l.path, n+1))
 	}

@@ -30,6 +30,9 @@ func readRootLogs(t *testing.T, path string, n int) []string {
 	return got
 }
 
+// Equivalent mutant (gremlins): rootlog.go rotate's first name `Files - 2`
+// -> `+ 2`: the renames of names past the oldest find nothing to move.
+
 // TestRootLogRotatesAsAuditdDoes: the capture root's audit.log fills to
 // exactly RotateBytes before it rotates; the record that would cross it
 // starts the new file, the older ones move up one, and past Files the
