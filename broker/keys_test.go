@@ -141,9 +141,10 @@ func TestAuthorizedRSAKey(t *testing.T) {
 	}
 }
 
-// Equivalent mutant (gremlins): keys.go unusableKeyLine's `len(blob) < 4`
-// -> `<= 4`: a 4-byte blob names a type of length 0, and a key line's
-// type is never empty.
+// Equivalent mutants (gremlins): keys.go unusableKeyLine's `len(blob) < 4`
+// -> `<= 4` (a 4-byte blob names a type of length 0, and a key line's
+// type is never empty) and `c <= ' '` -> `<` (the fields of a line hold no
+// space).
 
 // TestUnusableKeyLine: a well-formed line of a key type x/crypto cannot
 // parse (ssh-dss) is recognized, so the file loads with that key stated
@@ -170,6 +171,8 @@ func TestUnusableKeyLine(t *testing.T) {
 		{"not base64", "ssh-dss ***", "", false},
 		{"a type alone", "ssh-dss", "", false},
 		{"a type with a control byte", "ssh\x01dss " + blob("ssh\x01dss", 0), "", false},
+		{"a type ending in the last printable byte", "ssh-dss~ " + blob("ssh-dss~", 0), "ssh-dss~", true},
+		{"a type with a byte past it", "ssh-dss\x7f " + blob("ssh-dss\x7f", 0), "", false},
 	} {
 		got, ok := unusableKeyLine([]byte(tt.line))
 		if got != tt.want || ok != tt.ok {
