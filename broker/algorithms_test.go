@@ -1,14 +1,11 @@
 package broker
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	gossh "golang.org/x/crypto/ssh"
-
-	"github.com/aptl/aptl-kali-capture/launch/local"
 )
 
 func TestDefaultAlgorithmsAreExplicitAndHardened(t *testing.T) {
@@ -141,21 +138,12 @@ func TestMatchPattern(t *testing.T) {
 }
 
 func TestNewRefusesUnknownAlgorithm(t *testing.T) {
-	signer, err := LoadOrCreateKey(filepath.Join(t.TempDir(), "key"), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ak, err := parseAuthorizedKeys(gossh.MarshalAuthorizedKey(signer.PublicKey()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{HostKey: signer, AuthorizedKeys: ak, Users: []string{"kali"}, Launcher: local.New(),
-		CaptureRoot: t.TempDir(), Limits: DefaultLimits()}
+	cfg := testConfig(t)
 	if _, err := New(cfg); err != nil {
 		t.Fatalf("empty lists should mean the defaults: %v", err)
 	}
 	cfg.Algorithms = Algorithms{MACs: []string{"hmac-sha1", "umac-64@openssh.com"}}
-	_, err = New(cfg)
+	_, err := New(cfg)
 	if err == nil || !strings.Contains(err.Error(), `unknown MAC algorithm "umac-64@openssh.com"`) {
 		t.Fatalf("New = %v, want the unknown MAC named", err)
 	}

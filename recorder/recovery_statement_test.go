@@ -35,14 +35,7 @@ func TestRecoveryStatesTheUncoveredTail(t *testing.T) {
 		if err := recordertest.Recover(dir, signer); err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(filepath.Join(dir, vocab.PTYDir, vocab.RecoveryFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec integrity.Record
-		if err := json.Unmarshal(b[:bytes.IndexByte(b, '\n')], &rec); err != nil {
-			t.Fatal(err)
-		}
+		attrs := recoveryAttrs(t, dir)
 		covered := len(recordertest.UnfinalizedHeader + recordertest.UnfinalizedBody)
 		sum := sha256.Sum256([]byte(tail))
 		want := map[string]string{
@@ -52,8 +45,8 @@ func TestRecoveryStatesTheUncoveredTail(t *testing.T) {
 			vocab.AttrTSSize:            strconv.Itoa(covered + len(tail)),
 		}
 		for k, v := range want {
-			if rec.Attrs[k] != v {
-				t.Errorf("tail %q: recovery attribute %s = %q, want %q", tail, k, rec.Attrs[k], v)
+			if attrs[k] != v {
+				t.Errorf("tail %q: recovery attribute %s = %q, want %q", tail, k, attrs[k], v)
 			}
 		}
 		rep := evidence.Verify(dir, evidence.Keys{Trusted: recordertest.Trusted()}, evidence.Options{})

@@ -1,15 +1,14 @@
 package pcap
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 )
@@ -150,25 +149,6 @@ func TestIfaceNames(t *testing.T) {
 	}
 }
 
-// lockedLog is a log buffer the engine's goroutine writes while the test
-// reads it.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // TestIdleLoopWaitsAndClaimsOnlyWhatWasDelivered: on an empty ring the
 // loop waits for the socket, pollTimeout at a time (no spinning, no
 // error), between scans; and each scan claims delivery only up to
@@ -176,7 +156,7 @@ func (l *lockedLog) String() string {
 // hold packets stamped up to blockTimeout earlier. A closing session
 // relies on that claim to know its window's packets were all delivered.
 func TestIdleLoopWaitsAndClaimsOnlyWhatWasDelivered(t *testing.T) {
-	var log lockedLog
+	var log testutil.LockedBuffer
 	// fd -1: poll waits out its timeout on it, the socket is never ready.
 	e := &Engine{fd: -1, ring: make([]byte, ringBlockSize), log: slog.New(slog.NewTextHandler(&log, nil)),
 		ifaces: map[int]ifaceInfo{}, caughtCh: make(chan struct{}), done: make(chan struct{})}
