@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -15,12 +16,16 @@ import (
 )
 
 // limitFileSize caps the size of every file this process writes at n
-// bytes (RLIMIT_FSIZE) until the test ends: a write that crosses it
-// stores the bytes below n and returns how many (a short write), and the
-// next fails with EFBIG, as a volume that fills part-way through a write
-// does. Go ignores SIGXFSZ, so the failure is the write's error. The
-// limit is the process's: the test must not run in parallel with others.
-func limitFileSize(t *testing.T, n int64) {
+// bytes (RLIMIT_FSIZE) until the returned restore runs (at the latest
+// when the test ends): a write that crosses it stores the bytes below n
+// and returns how many (a short write), and the next fails with EFBIG, as
+// a volume that fills part-way through a write does. Go ignores SIGXFSZ,
+// so the failure is the write's error. The limit is the process's: every
+// file it writes meets it, the go command's test log among them (which
+// the testing package appends to as files are opened by name), so a test
+// restores it as soon as the writes under test are done, and runs
+// nothing under it but those writes.
+func limitFileSize(t *testing.T, n int64) (restore func()) {
 	t.Helper()
 	var was syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
@@ -32,18 +37,23 @@ func limitFileSize(t *testing.T, n int64) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(n), Max: was.Max}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
-			t.Errorf("restore RLIMIT_FSIZE: %v", err)
-		}
-	})
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+				t.Errorf("restore RLIMIT_FSIZE: %v", err)
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
 }
 
 // TestTypescriptWriteFailsPartWay: the typescript takes the first 100
 // bytes of a 1,000-byte write and refuses the rest. The 100 stored bytes
 // are data the chain and the timing file account for, the 900 refused a
-// write-failed gap with their digest; the failure is sticky, Close still
-// finalizes (the trailer cannot be written either), and the record
+// write-failed gap with their digest; the failure is sticky, Close
+// finalizes once there is room again, and the record
 // verifies with exactly that gap: nothing the client was told was
 // recorded is missing, and nothing missing is unstated.
 func TestTypescriptWriteFailsPartWay(t *testing.T) {
@@ -54,18 +64,22 @@ func TestTypescriptWriteFailsPartWay(t *testing.T) {
 	s.mu.Lock()
 	size := s.ts.size
 	s.mu.Unlock()
-	limitFileSize(t, size+100)
-
+	restore := limitFileSize(t, size+100)
 	err := s.Output(bytes.Repeat([]byte("b"), 1000))
+	again := s.Output([]byte("c"))
+	restore()
+
 	if !errors.Is(err, syscall.EFBIG) {
 		t.Fatalf("a write past the volume's room = %v, want EFBIG", err)
 	}
 	if _, out := s.Bytes(); out != 64<<10+100 {
 		t.Errorf("Bytes() out = %d, want %d (the bytes stored before the failure)", out, 64<<10+100)
 	}
-	if again := s.Output([]byte("c")); !errors.Is(again, syscall.EFBIG) {
+	if !errors.Is(again, syscall.EFBIG) {
 		t.Errorf("a write after the failure = %v, want the same failure", again)
 	}
+	// The volume has room again: the failure stays the session's, and
+	// Close finalizes the record.
 	if err := s.Close(1, Header{Name: vocab.HeaderCloseReason, Value: vocab.CloseDiskFull}); !errors.Is(err, syscall.EFBIG) {
 		t.Errorf("Close = %v, want the recording's failure returned", err)
 	}
@@ -100,8 +114,9 @@ func TestNamedWholeFileIsWholeOrAbsent(t *testing.T) {
 		t.Fatalf("the whole file reads %d bytes (%v), want its 100", len(got), err)
 	}
 
-	limitFileSize(t, 10)
+	restore := limitFileSize(t, 10)
 	err = d.createNamed("short", whole)
+	restore()
 	if !errors.Is(err, syscall.EFBIG) || !strings.Contains(err.Error(), "short") {
 		t.Fatalf("a file the volume took 10 bytes of = %v, want EFBIG naming it", err)
 	}
