@@ -33,7 +33,7 @@ type lab struct {
 	state   string
 	ready   string
 	cmd     *exec.Cmd
-	stderr  *bytes.Buffer
+	stderr  *testutil.LockedBuffer // written by the command's copy goroutine while the test reads it
 	signer  gossh.Signer
 	hostPub []byte
 }
@@ -133,7 +133,7 @@ func serve(t *testing.T, ns, addr string, env []string, wrap ...string) *lab {
 		"APTL_CAPTURE_STATE_DIR="+l.state, "APTL_CAPTURE_READY_FILE="+l.ready, "APTL_CAPTURE_USERS=root",
 		"APTL_CAPTURE_LOG_LEVEL=debug")
 	l.cmd.Env = append(l.cmd.Env, env...)
-	l.stderr = &bytes.Buffer{}
+	l.stderr = &testutil.LockedBuffer{}
 	l.cmd.Stderr, l.cmd.Stdout = l.stderr, l.stderr
 	if err := l.cmd.Start(); err != nil {
 		t.Fatal(err)
