@@ -61,3 +61,17 @@ func WriteFixture(t testing.TB, name, content string) string {
 	}
 	return p
 }
+
+// WaitUntil polls cond until it holds or FailAfter passes, and reports
+// whether it held: for what another goroutine does after the call a test
+// can observe (a log line written after a connection closed).
+func WaitUntil(cond func() bool) bool {
+	for deadline := time.Now().Add(FailAfter); ; time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
