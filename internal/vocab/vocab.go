@@ -339,6 +339,10 @@ const (
 	// could be counted. count is the witness's rules not in effect.
 	GapAuditDisabled     = "audit-disabled"      // someone turned the kernel's auditing off
 	GapAuditRulesRemoved = "audit-rules-removed" // someone removed rules the witness relies on
+	// The witness relay (witness/auditrelay) was unreachable: no record
+	// reached the sidecar from the last read that found it alive to the
+	// reconnection; error says why while the window is open.
+	GapAuditRelayDown = "audit-relay-down"
 	// The session closed before the witness had read and delivered what
 	// the kernel sent before its end (within its bound): records of its
 	// last moments (AttrFirst to AttrLast) may be missing, uncounted.
@@ -354,7 +358,7 @@ var GapReasons = []string{
 	GapPcapRotation, GapPcapKernelDrops, GapPcapWriteFailed, GapPcapLinkType, GapPcapQueueFull, GapPcapCatchUp,
 	GapPcapDiskLow, GapPcapBudget,
 	GapAuditLost, GapAuditOverrun, GapAuditRotation, GapAuditWriteFailed, GapAuditDisabled, GapAuditRulesRemoved,
-	GapAuditCatchUp, GapAuditDiskLow, GapAuditBudget,
+	GapAuditRelayDown, GapAuditCatchUp, GapAuditDiskLow, GapAuditBudget,
 }
 
 // Audit attribution (recorder/attribution.go): the session's kernel audit

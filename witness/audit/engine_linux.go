@@ -15,7 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aptl/aptl-kali-capture/internal/auditnetlink"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/witness/auditrelay"
 )
 
 // The engine: one control socket that loads the rules and polls the
@@ -58,6 +60,10 @@ type Config struct {
 	Rules  *RuleSet
 	Limits Limits // rotation of _audit/audit.log and _proc-acct/proc-acct.log
 	Log    *slog.Logger
+	// Relay is the witness relay the engine reaches the kernel through,
+	// where the sidecar cannot itself (the Compose pair); nil: the
+	// kernel's audit netlink directly.
+	Relay *auditrelay.Peer
 }
 
 // Stats are the engine's counts, for health and the log.
@@ -68,6 +74,9 @@ type Stats struct {
 	Unattributed uint64 // events of sessions never bound, discarded
 	Lost         uint64 // the kernel's lost counter's rise since start
 	Overruns     uint64 // multicast buffer overflows
+	// Relayed: the engine reaches the kernel through the witness relay;
+	// RelayDown: it cannot now (auditd is degraded).
+	Relayed, RelayDown bool
 }
 
 // kernel is what the engine asks of the kernel's audit: control, the
@@ -84,8 +93,16 @@ type kernel interface {
 // Engine is the audit witness's engine, shared by every session.
 type Engine struct {
 	ctl kernel
-	mc  *multicast
+	mc  recordSource
 	log *slog.Logger
+	// want is the rules file's rules and the process accounting's, as
+	// loaded at start (and restored after a relay's return); backlog the
+	// file's -b.
+	want    []Rule
+	backlog uint32
+	// relay is the witness relay's address, nil on a plain host
+	// (relay_linux.go).
+	relay *auditrelay.Peer
 	// rules are the rules the engine relies on: those it loaded and those
 	// it found loaded (kernelwatch_linux.go); byForm finds them by their
 	// listed form. Only the loop changes them once it runs.
@@ -122,59 +139,84 @@ type Engine struct {
 	// now is the clock of a closing session's poll (detach); tests set it.
 	now func() time.Time
 	// disabled and removed are the checks of auditing on and of the
-	// relied rules: their open windows reach every session (attach, detach).
-	disabled, removed blindness
+	// relied rules, relayDown the relay's reachability: their open windows
+	// reach every session (attach, detach). Protected by mu.
+	disabled, removed, relayDown blindness
 
 	lostAt uint32
 	stop   atomic.Bool
 	done   chan struct{}
 }
 
-// Start loads the rules and starts reading. It needs CAP_AUDIT_CONTROL
-// (rules) and CAP_AUDIT_READ (the multicast group); without them it
-// returns an error and loads nothing.
+// Start loads the rules and starts reading. On a plain host it needs
+// CAP_AUDIT_CONTROL (rules) and CAP_AUDIT_READ (the multicast group);
+// without them it returns an error and loads nothing. With cfg.Relay it
+// reaches the kernel through the witness relay instead (relay_linux.go),
+// and needs no capability: a relay that is not there yet is a blind
+// window from the start, and the engine connects when it comes.
 func Start(cfg Config) (_ *Engine, err error) {
-	ctl, err := openControl()
-	if err != nil {
-		return nil, err
-	}
-	e := newEngine(ctl, cfg.Log)
+	e := newEngine(nil, cfg.Log)
+	e.want = append(append([]Rule(nil), cfg.Rules.Rules...), procacctRules()...)
+	e.backlog = cfg.Rules.Backlog
+	e.execAudited = recordsExec(cfg.Rules.Rules)
 	// On failure, undo in reverse: whatever was added is removed.
 	defer func() {
 		if err != nil {
 			e.release()
 		}
 	}()
-	st, err := ctl.status()
+	if cfg.Relay != nil {
+		return e, e.startRelayed(cfg)
+	}
+	ctl, err := openControl()
 	if err != nil {
-		return nil, fmt.Errorf("audit: read the kernel's audit status: %w", err)
-	}
-	if st.Enabled == 2 {
-		return nil, errors.New("audit: the kernel's audit configuration is locked (enabled=2); rules cannot be loaded")
-	}
-	if e.mc, err = openMulticast(); err != nil {
 		return nil, err
 	}
-	if err := e.prepareKernel(st, cfg.Rules.Backlog); err != nil {
+	mc, err := auditnetlink.OpenMulticast()
+	if err != nil {
+		ctl.Close()
 		return nil, err
 	}
-	e.execAudited = recordsExec(cfg.Rules.Rules)
-	rules := append(append([]Rule(nil), cfg.Rules.Rules...), procacctRules()...)
-	if err := e.loadRules(rules); err != nil {
-		return nil, err
-	}
-	if err := e.learnListedForms(time.Now()); err != nil {
+	if err := e.attachKernel(ctl, mc, time.Now()); err != nil {
 		return nil, err
 	}
 	if err := e.openFiles(cfg); err != nil {
 		return nil, err
 	}
+	go e.loop()
+	return e, nil
+}
+
+// attachKernel takes ctl and mc as the engine's kernel: it checks the
+// configuration is not locked, prepares the kernel, loads (or, after a
+// relay's return, restores) the rules and learns their listed forms.
+func (e *Engine) attachKernel(ctl kernel, mc recordSource, now time.Time) error {
+	e.statusMu.Lock()
+	defer e.statusMu.Unlock()
+	e.ctl, e.mc = ctl, mc
+	st, err := ctl.status()
+	if err != nil {
+		return fmt.Errorf("audit: read the kernel's audit status: %w", err)
+	}
+	if st.Enabled == 2 {
+		return errors.New("audit: the kernel's audit configuration is locked (enabled=2); rules cannot be loaded")
+	}
+	if err := e.prepareKernel(st, e.backlog); err != nil {
+		return err
+	}
+	if err := e.loadRules(e.want); err != nil {
+		return err
+	}
+	if err := e.learnListedForms(now); err != nil {
+		return err
+	}
 	if st, err = ctl.status(); err == nil {
 		e.lostAt = st.Lost
 	}
+	e.mu.Lock()
 	e.stats.Rules = e.ownedRules()
-	go e.loop()
-	return e, nil
+	e.mu.Unlock()
+	return nil
 }
 
 // newEngine is an engine with no rules loaded and no files open.
@@ -226,19 +268,37 @@ func (e *Engine) disableIfUnused() {
 // way the engine relies on it (kernelwatch_linux.go). A rule that repeats
 // an earlier one of the file is the same kernel rule, relied on once.
 func (e *Engine) loadRules(rules []Rule) error {
+	// Rules relied on before this call (the relay came back) are added
+	// again: one still in place (EEXIST: the relay went, not the rule)
+	// keeps its ownership; one that is gone is the engine's again.
+	known := len(e.rules)
+	restored := make([]bool, known)
 next:
 	for _, r := range rules {
 		if r.Watch != "" {
 			if fi, err := os.Stat(r.Watch); err == nil && fi.IsDir() {
 				r.WatchDir = true
 			}
-			e.log.Warn("audit: a watch resolves in the sidecar's mount namespace, not the workload's", "rule", r.Where, "path", r.Watch)
+			if known == 0 {
+				e.log.Warn("audit: a watch resolves in the sidecar's mount namespace, not the workload's", "rule", r.Where, "path", r.Watch)
+			}
 		}
 		d := r.kernelForm()
-		for _, o := range e.rules {
-			if o.load.sameRule(d) {
-				continue next
+		for i, o := range e.rules {
+			if !o.load.sameRule(d) {
+				continue
 			}
+			if i < known && !restored[i] {
+				restored[i] = true
+				switch err := e.ctl.addRule(d); {
+				case err == nil:
+					e.rules[i].owned = true
+				case errors.Is(err, syscall.EEXIST):
+				default:
+					return fmt.Errorf("audit: load the rule of %s again: %w", r.Where, err)
+				}
+			}
+			continue next
 		}
 		err := e.ctl.addRule(d)
 		if errors.Is(err, syscall.EEXIST) {
@@ -279,6 +339,9 @@ func (e *Engine) Close() error {
 func (e *Engine) release() error {
 	var errs []error
 	for _, r := range e.rules {
+		if e.ctl == nil || e.Stats().RelayDown {
+			break // the relay is gone: the rules stay, as after a crash
+		}
 		if !r.owned {
 			continue
 		}
@@ -288,7 +351,7 @@ func (e *Engine) release() error {
 	}
 	e.rules = nil
 	e.undo()
-	if e.ownsEnabled {
+	if e.ownsEnabled && e.ctl != nil {
 		e.disableIfUnused()
 	}
 	e.mu.Lock()
@@ -304,7 +367,9 @@ func (e *Engine) release() error {
 	if e.mc != nil {
 		errs = append(errs, e.mc.Close())
 	}
-	errs = append(errs, e.ctl.Close())
+	if e.ctl != nil {
+		errs = append(errs, e.ctl.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -314,6 +379,7 @@ func (e *Engine) Stats() Stats {
 	defer e.mu.Unlock()
 	s := e.stats
 	s.Sessions = len(e.known)
+	s.Relayed, s.RelayDown = e.relay != nil, e.relayDown.open
 	return s
 }
 
@@ -323,8 +389,16 @@ func (e *Engine) loop() {
 	buf := make([]byte, readBuffer)
 	nextStatus := time.Now().Add(statusEvery)
 	for !e.stop.Load() {
-		data, err := e.mc.read(buf, pollEvery)
+		if e.relay != nil && e.Stats().RelayDown {
+			e.reconnect(time.Now())
+			continue
+		}
+		data, err := e.mc.Read(buf, pollEvery)
 		now := time.Now()
+		if errors.Is(err, auditrelay.ErrDown) {
+			e.lostRelay(err, now)
+			continue
+		}
 		e.turn(asm, data, err, now)
 		if now.After(nextStatus) {
 			nextStatus = now.Add(statusEvery)
@@ -340,7 +414,7 @@ func (e *Engine) turn(asm *assembler, data []byte, err error, now time.Time) {
 	idle := false
 	switch {
 	case errors.Is(err, errOverrun):
-		e.gap(gapRecord{reason: vocab.GapAuditOverrun, count: 1, at: now})
+		e.gap(gapRecord{reason: vocab.GapAuditOverrun, count: overruns(err), at: now})
 	case err != nil:
 		e.log.Warn("audit: read records", "err", err.Error())
 		time.Sleep(pollEvery)
@@ -358,6 +432,9 @@ func (e *Engine) turn(asm *assembler, data []byte, err error, now time.Time) {
 	settled := asm.settled(idle, now)
 	e.mu.Lock()
 	e.settledAt = settled
+	if e.relay != nil && !e.relayDown.open {
+		e.relayDown.good = now // records were reachable until now
+	}
 	e.mu.Unlock()
 }
 
@@ -386,7 +463,14 @@ func parseDatagram(asm *assembler, data []byte, now time.Time) []*Event {
 func (e *Engine) pollStatus(now time.Time) {
 	e.statusMu.Lock()
 	defer e.statusMu.Unlock()
+	if e.Stats().RelayDown {
+		return // nothing can be asked; the window says so
+	}
 	st, err := e.ctl.status()
+	if errors.Is(err, auditrelay.ErrDown) {
+		e.lostRelay(err, now)
+		return
+	}
 	if err != nil {
 		e.log.Warn("audit: read the kernel's audit status", "err", err.Error())
 		return
@@ -525,7 +609,7 @@ func (e *Engine) detach(w *witness, ses uint32, end time.Time) {
 		e.mu.Lock()
 		settled = e.settledAt
 		e.mu.Unlock()
-		if settled.After(end) || !time.Now().Before(deadline) || e.stop.Load() {
+		if settled.After(end) || !time.Now().Before(deadline) || e.stop.Load() || e.Stats().RelayDown {
 			break
 		}
 		time.Sleep(pollEvery / 5)

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,18 +44,52 @@ func TestMain(m *testing.M) {
 // SYSCALL record of another session and terminal, which would be a line
 // of its own if the text were written as it came.
 func forgeUserMessages(marker string) error {
-	c, err := openControl()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	for _, text := range []string{
 		"op=forged ses=999 tty=pts99 " + marker,
 		"op=forged\ntype=SYSCALL msg=audit(1764581000.123:77): arch=c000003e syscall=59 success=yes exit=0 pid=1 auid=0 uid=0 tty=pts99 ses=999 comm=\"" + marker + "\" exe=\"/usr/bin/id\" key=\"aptl_exec\"",
 	} {
-		if err := c.do(unix.AUDIT_USER, append([]byte(text), 0)); err != nil {
+		if err := sendUserMessage(text); err != nil {
 			return fmt.Errorf("send AUDIT_USER: %w", err)
 		}
+	}
+	return nil
+}
+
+// sendUserMessage sends one AUDIT_USER message and waits for the kernel's
+// acknowledgement, as a process with CAP_AUDIT_WRITE can (the witness's
+// own netlink, internal/auditnetlink, has no such request).
+func sendUserMessage(text string) error {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval(int64(2 * time.Second))
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return err
+	}
+	payload := append([]byte(text), 0)
+	msg := make([]byte, unix.NLMSG_HDRLEN+len(payload))
+	ne := binary.NativeEndian
+	ne.PutUint32(msg[0:], uint32(len(msg)))
+	ne.PutUint16(msg[4:], unix.AUDIT_USER)
+	ne.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK)
+	ne.PutUint32(msg[8:], 1)
+	copy(msg[unix.NLMSG_HDRLEN:], payload)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<12)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return err
+	}
+	msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+	if err != nil || len(msgs) == 0 || msgs[0].Header.Type != unix.NLMSG_ERROR || len(msgs[0].Data) < 4 {
+		return fmt.Errorf("no acknowledgement (%v)", err)
+	}
+	if errno := int32(ne.Uint32(msgs[0].Data)); errno != 0 {
+		return syscall.Errno(-errno)
 	}
 	return nil
 }

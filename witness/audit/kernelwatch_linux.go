@@ -94,8 +94,10 @@ func (e *Engine) learnListedForms(now time.Time) error {
 		ix := indexOf(r.listed)
 		e.byForm[ix] = append(e.byForm[ix], i)
 	}
+	e.mu.Lock()
 	e.disabled = blindness{reason: vocab.GapAuditDisabled, good: now}
 	e.removed = blindness{reason: vocab.GapAuditRulesRemoved, good: now}
+	e.mu.Unlock()
 	return nil
 }
 
@@ -239,7 +241,7 @@ var blindWhat = map[string]string{
 // openWindows returns the gap records of the windows open now. Callers hold mu.
 func (e *Engine) openWindows(now time.Time) []gapRecord {
 	var gs []gapRecord
-	for _, b := range []*blindness{&e.disabled, &e.removed} {
+	for _, b := range []*blindness{&e.disabled, &e.removed, &e.relayDown} {
 		if b.open {
 			gs = append(gs, b.window(now))
 		}

@@ -109,7 +109,14 @@ var liveLimits = Limits{RotateBytes: 1 << 20, Files: 4}
 // it first (Close is idempotent).
 func liveSession(t *testing.T, root string, rs *RuleSet, log *slog.Logger, sessionID string) (*Engine, *recorder.Session, recorder.Witness, gossh.Signer) {
 	t.Helper()
-	eng, err := Start(Config{Root: root, Rules: rs, Limits: liveLimits, Log: log})
+	return liveSessionOf(t, Config{Root: root, Rules: rs, Limits: liveLimits, Log: log}, sessionID)
+}
+
+// liveSessionOf is liveSession with the engine's whole configuration.
+func liveSessionOf(t *testing.T, cfg Config, sessionID string) (*Engine, *recorder.Session, recorder.Witness, gossh.Signer) {
+	t.Helper()
+	root, log := cfg.Root, cfg.Log
+	eng, err := Start(cfg)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
