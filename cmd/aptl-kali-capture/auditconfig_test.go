@@ -44,3 +44,32 @@ func TestParseServeConfigAudit(t *testing.T) {
 		}
 	}
 }
+
+func TestParseServeConfigAuditRelay(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "lab.rules")
+	os.WriteFile(rules, []byte("-a always,exit -F arch=b64 -S execve -k aptl_exec\n"), 0o600)
+	audit := []string{"--classes", "pty,audit", "--audit-rules", rules}
+	c, err := parseServeConfig(append(audit, "--audit-relay", "/run/aptl-witness/relay.sock"), testutil.MapLookup(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.auditRelay; p == nil || p.Socket != "/run/aptl-witness/relay.sock" || p.UID != 0 || p.GID != 10002 {
+		t.Fatalf("relay peer %+v, want the socket with uid 0 gid 10002", p)
+	}
+	if c, err := parseServeConfig(audit, testutil.MapLookup(nil)); err != nil || c.auditRelay != nil {
+		t.Errorf("without --audit-relay: %+v, %v; want the kernel's netlink directly", c.auditRelay, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--audit-relay", "/run/r.sock"}, "--audit-relay / APTL_CAPTURE_AUDIT_RELAY: is set, but the audit class is not selected"},
+		{append(audit, "--audit-relay", "relay.sock"), `must be an absolute path, not "relay.sock"`},
+		{append(audit, "--audit-relay", "/r.sock", "--audit-relay-gid", "-1"), "the witness relay's gid -1"},
+	} {
+		_, err := parseServeConfig(tc.args, testutil.MapLookup(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

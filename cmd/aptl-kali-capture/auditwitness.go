@@ -15,7 +15,9 @@ import (
 // the class is not selected, degraded when the engine cannot start (not
 // root, no CAP_AUDIT_CONTROL or CAP_AUDIT_READ, the audit configuration
 // locked): sessions then run and are transcribed, and their open records
-// say audit was unavailable and why.
+// say audit was unavailable and why. Through the witness relay
+// (--audit-relay) the engine starts even while the relay is away; the
+// readiness file then says degraded until it is back (ready.go).
 func startAudit(src *audit.Source, cfg *serveConfig, log *slog.Logger) (state string, eng *audit.Engine, stop func()) {
 	if src == nil {
 		return stateDisabled, nil, func() {}
@@ -23,7 +25,7 @@ func startAudit(src *audit.Source, cfg *serveConfig, log *slog.Logger) (state st
 	for _, w := range cfg.auditRules.Warnings {
 		log.Warn("audit rules: " + w)
 	}
-	eng, err := audit.Start(audit.Config{Root: cfg.root, Rules: cfg.auditRules, Limits: cfg.auditLimits, Log: log})
+	eng, err := audit.Start(audit.Config{Root: cfg.root, Rules: cfg.auditRules, Limits: cfg.auditLimits, Log: log, Relay: cfg.auditRelay})
 	if err != nil {
 		log.Warn("audit witness unavailable; sessions are recorded without audit records", "err", err.Error())
 		src.SetEngine(nil, err.Error())

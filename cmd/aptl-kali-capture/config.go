@@ -16,12 +16,14 @@ import (
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
+	"github.com/aptl/aptl-kali-capture/internal/relaywire"
 	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/launch/login"
 	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/witness/audit"
+	"github.com/aptl/aptl-kali-capture/witness/auditrelay"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )
 
@@ -70,6 +72,9 @@ type serveConfig struct {
 	// the audit files (--audit-rotate-mb, --audit-files).
 	auditRules  *audit.RuleSet
 	auditLimits audit.Limits
+	// auditRelay is the witness relay the engine reaches the kernel's
+	// audit through (--audit-relay), nil: the kernel's netlink directly.
+	auditRelay *auditrelay.Peer
 	// algorithms are the effective transport lists (--kex, --ciphers, --macs).
 	algorithms broker.Algorithms
 	// ptyEOF (--pty-eof) is what a client's EOF on a PTY session does.
@@ -369,8 +374,8 @@ func currentUserName() string {
 // rotation and the audit witness's rules and rotation; the function it
 // returns checks them and stores them in c.
 func bindClassFlags(e *cliconfig.Flags, c *serveConfig) func() error {
-	var classes, auditRules string
-	var rotateMB, auditMB int
+	var classes, auditRules, relaySocket string
+	var rotateMB, auditMB, relayUID, relayGID int
 	e.String(&classes, "classes", "APTL_CAPTURE_CLASSES", vocab.ClassPTY+","+vocab.ClassPcap, "what is recorded: pty (always), pcap (the session's packets, in <session>/pcap/) and audit (the session's kernel audit records, in <session>/audit/; needs --audit-rules)")
 	e.Int(&rotateMB, "pcap-rotate-mb", "APTL_CAPTURE_PCAP_ROTATE_MB", pcap.DefaultRotateMB, "size of one pcap file, in MiB, before the next one starts")
 	e.Int(&c.pcapLimits.Files, "pcap-files", "APTL_CAPTURE_PCAP_FILES", pcap.DefaultFiles, "pcap files a session keeps; past them packets are counted in a gap record, not stored")
@@ -378,6 +383,9 @@ func bindClassFlags(e *cliconfig.Flags, c *serveConfig) func() error {
 	e.String(&auditRules, "audit-rules", "APTL_CAPTURE_AUDIT_RULES", "", "the lab's audit rules file (auditctl syntax, the subset in docs/WITNESSES.md), for the audit class")
 	e.Int(&auditMB, "audit-rotate-mb", "APTL_CAPTURE_AUDIT_ROTATE_MB", audit.DefaultRotateMB, "size of one audit file (a session's, and _audit/audit.log), in MiB, before the next one starts")
 	e.Int(&c.auditLimits.Files, "audit-files", "APTL_CAPTURE_AUDIT_FILES", audit.DefaultFiles, "audit files a session keeps (past them events are counted in a gap record), and rotated _audit/audit.log files kept")
+	e.String(&relaySocket, "audit-relay", "APTL_CAPTURE_AUDIT_RELAY", "", "the witness relay's socket (aptl-kali-capture witness-relay), through which the audit witness reaches the kernel where serve cannot itself, as in the Compose pair; empty: the kernel's audit netlink directly")
+	e.Int(&relayUID, "audit-relay-uid", "APTL_CAPTURE_AUDIT_RELAY_UID", 0, "uid the witness relay runs as (checked with SO_PEERCRED)")
+	e.Int(&relayGID, "audit-relay-gid", "APTL_CAPTURE_AUDIT_RELAY_GID", defaultRelayGID, "gid the witness relay runs as (checked with SO_PEERCRED)")
 	return func() error {
 		seen := map[string]bool{}
 		for _, cl := range splitList(classes) {
@@ -397,8 +405,33 @@ func bindClassFlags(e *cliconfig.Flags, c *serveConfig) func() error {
 		if err := cliconfig.CheckRange(e, "pcap-files", c.pcapLimits.Files, 1, 100000); err != nil {
 			return err
 		}
-		return applyAuditFlags(e, c, seen[vocab.ClassAudit], auditRules, auditMB)
+		if err := applyAuditFlags(e, c, seen[vocab.ClassAudit], auditRules, auditMB); err != nil {
+			return err
+		}
+		return applyRelayFlags(e, c, relaySocket, relayUID, relayGID)
 	}
+}
+
+// defaultRelayGID is the witness relay's group in the Compose pair: its
+// own, as 10001 is the sidecar's (compose/docker-compose.yml).
+const defaultRelayGID = 10002
+
+// applyRelayFlags checks the witness relay's settings.
+func applyRelayFlags(e *cliconfig.Flags, c *serveConfig, socket string, uid, gid int) error {
+	if socket == "" {
+		return nil
+	}
+	if c.auditRules == nil {
+		return e.SettingError("audit-relay", "is set, but the audit class is not selected (--classes)")
+	}
+	if !filepath.IsAbs(socket) {
+		return e.SettingError("audit-relay", "must be an absolute path, not %q", socket)
+	}
+	if err := relaywire.CheckIDs(uid, gid); err != nil {
+		return e.SettingError("audit-relay-uid", "the witness relay's %v", err)
+	}
+	c.auditRelay = &auditrelay.Peer{Socket: socket, UID: uid, GID: gid}
+	return nil
 }
 
 // applyAuditFlags checks the audit settings and reads the rules file, so

@@ -13,7 +13,7 @@ import (
 // laptop, the binary still carries verify and export; these subcommands
 // say why they cannot run instead of being unknown.
 func init() {
-	for _, name := range []string{"serve", "health", "hostkey"} {
+	for _, name := range []string{"serve", "health", "hostkey", "witness-relay"} {
 		register(name, command{summary: "Linux only (the capture sidecar)", run: linuxOnly(name)})
 	}
 }

@@ -121,8 +121,25 @@ func (r *readiness) auditCounts() string {
 		return ""
 	}
 	st := eng.Stats()
-	return fmt.Sprintf("audit_rules=%d\naudit_sessions=%d\naudit_events=%d\naudit_lost=%d\naudit_overruns=%d\naudit_unattributed=%d\n",
+	counts := fmt.Sprintf("audit_rules=%d\naudit_sessions=%d\naudit_events=%d\naudit_lost=%d\naudit_overruns=%d\naudit_unattributed=%d\n",
 		st.Rules, st.Sessions, st.Events, st.Lost, st.Overruns, st.Unattributed)
+	if st.Relayed {
+		relay := "up"
+		if st.RelayDown {
+			relay = "down"
+		}
+		counts += "audit_relay=" + relay + "\n"
+	}
+	return counts
+}
+
+// auditState is the audit witness's state now: what it started as, or
+// degraded while the witness relay is away.
+func (w witnessStates) auditState() string {
+	if w.auditEngine != nil && w.audit == stateOK && w.auditEngine.Stats().RelayDown {
+		return stateDegraded
+	}
+	return w.audit
 }
 
 // writeLocked writes the file. Callers hold mu.
@@ -130,7 +147,7 @@ func (r *readiness) writeLocked() {
 	r.counts = r.auditCounts()
 	w := r.witnesses
 	body := fmt.Sprintf("ready_at=%s\nlisten=%s\nlisten_addr=%s\npid=%d\npty=%s\npcap=%s\nauditd=%s\nprocacct=%s\nlaunch=%s\nadapter=%s\n",
-		r.readyAt.Format(time.RFC3339Nano), stateOK, r.listen, os.Getpid(), stateOK, w.pcap, w.audit, w.audit, r.launch, r.adapter)
+		r.readyAt.Format(time.RFC3339Nano), stateOK, r.listen, os.Getpid(), stateOK, w.pcap, w.auditState(), w.auditState(), r.launch, r.adapter)
 	if w.pcapReason != "" {
 		body += "pcap_reason=" + w.pcapReason + "\n"
 	}
@@ -279,9 +296,10 @@ func startReadiness(cfg *serveConfig, listen string, probe prober, kick launchKi
 	})
 }
 
-// countsInterval is how often the audit counts in the readiness file are
-// brought up to date.
-const countsInterval = 5 * time.Second
+// countsInterval is how often the audit counts and the witness relay's
+// state in the readiness file are brought up to date (written only when
+// they changed).
+const countsInterval = time.Second
 
 // watchCounts keeps the audit counts current until ctx ends.
 func (r *readiness) watchCounts(ctx context.Context, every time.Duration) {
