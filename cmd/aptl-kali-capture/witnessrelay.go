@@ -23,7 +23,7 @@ func init() {
 func runWitnessRelay(args []string) int {
 	e := newEnvFlags("witness-relay")
 	var cfg auditrelay.Config
-	e.String(&cfg.Socket, "socket", "APTL_WITNESS_RELAY_SOCKET", "/run/aptl-witness/relay.sock", "the socket the sidecar connects to, on a volume only the relay and the sidecar mount")
+	e.String(&cfg.Socket, "socket", "APTL_WITNESS_RELAY_SOCKET", "/var/lib/aptl-witness/relay.sock", "the socket the sidecar connects to, on a volume only the relay and the sidecar mount")
 	e.Int(&cfg.PeerUID, "peer-uid", "APTL_WITNESS_RELAY_PEER_UID", 0, "uid the sidecar connects as (SO_PEERCRED); every other peer is refused")
 	e.Int(&cfg.PeerGID, "peer-gid", "APTL_WITNESS_RELAY_PEER_GID", 10001, "gid the sidecar connects as (SO_PEERCRED); every other peer is refused")
 	logging := e.LoggingFlags("APTL_WITNESS_RELAY_", "json")

@@ -122,6 +122,40 @@ func TestComposeChecksFire(t *testing.T) {
 			service(d, "kali")["depends_on"] = tree{"kali-capture": tree{"condition": "service_started"}}
 		}},
 		{"workload service missing", "are required", func(d tree) { delete(mapAt(d, "services"), "kali") }},
+		{"relay missing", "kali-witness is required", func(d tree) { delete(mapAt(d, "services"), "kali-witness") }},
+		{"relay in its own PID namespace", "pid and network_mode must be host", func(d tree) { delete(service(d, "kali-witness"), "pid") }},
+		{"workload in the host's network", "network_mode", func(d tree) { service(d, "kali")["network_mode"] = "host" }},
+		{"relay with SYS_ADMIN", "exactly [AUDIT_CONTROL AUDIT_READ]", func(d tree) { appendTo(service(d, "kali-witness"), "cap_add", "SYS_ADMIN") }},
+		{"relay without AUDIT_READ", "exactly [AUDIT_CONTROL AUDIT_READ]", func(d tree) { service(d, "kali-witness")["cap_add"] = []any{"AUDIT_CONTROL"} }},
+		{"relay keeps Docker's defaults", "cap_drop ALL", func(d tree) { delete(service(d, "kali-witness"), "cap_drop") }},
+		{"relay writable root", "read-only root", func(d tree) { delete(service(d, "kali-witness"), "read_only") }},
+		{"relay privileged", "never privileged", func(d tree) { service(d, "kali-witness")["privileged"] = true }},
+		{"relay with the captures", "must mount kali_witness_socket and nothing else", func(d tree) {
+			appendTo(service(d, "kali-witness"), "volumes", "kali_captures:/c")
+		}},
+		{"relay publishes a port", "publishes a port", func(d tree) { appendTo(service(d, "kali-witness"), "ports", "127.0.0.1:9:9") }},
+		{"relay's socket in the workload", "mounts the witness relay's socket volume", func(d tree) {
+			appendTo(service(d, "kali"), "volumes", "kali_witness_socket:/w:ro")
+		}},
+		{"relay shares the sidecar's gid", "a gid of its own", func(d tree) {
+			service(d, "kali-witness")["user"] = "0:10001"
+			mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_AUDIT_RELAY_GID"] = "10001"
+		}},
+		{"sidecar accepts another relay gid", "relay's uid/gid it accepts", func(d tree) {
+			mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_AUDIT_RELAY_GID"] = "0"
+		}},
+		{"relay accepts another peer", "peer uid/gid it accepts", func(d tree) {
+			mapAt(service(d, "kali-witness"), "environment")["APTL_WITNESS_RELAY_PEER_GID"] = "0"
+		}},
+		{"sidecar looks for the socket elsewhere", "is not the sidecar's APTL_CAPTURE_AUDIT_RELAY", func(d tree) {
+			mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_AUDIT_RELAY"] = "/run/relay.sock"
+		}},
+		{"sidecar without the relay's volume", "relay's volume is not mounted", func(d tree) {
+			service(d, "kali-capture")["volumes"] = []any{"kali_captures:/var/log/aptl/captures", "kali_capture_state:/var/lib/aptl-kali-capture"}
+		}},
+		{"audit class off", "audit class and its rules", func(d tree) {
+			mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_CLASSES"] = "pty,pcap"
+		}},
 	}
 	for _, m := range mutations {
 		t.Run(m.name, func(t *testing.T) {

@@ -74,7 +74,7 @@ func composeViolations(data []byte) ([]string, error) {
 		return []string{fmt.Sprintf("services %q and %q are required", workloadService, sidecarService)}, nil
 	}
 	for name, svc := range services {
-		if s, ok := svc.(tree); ok {
+		if s, ok := svc.(tree); ok && name != relayService { // relayViolations: the host's namespaces
 			v = append(v, sharedNamespaceViolations(name, s)...)
 			v = append(v, dockerSocketViolations(name, s)...)
 		}
@@ -83,6 +83,7 @@ func composeViolations(data []byte) ([]string, error) {
 	v = append(v, sidecarViolations(side)...)
 	v = append(v, pairingViolations(work, side)...)
 	v = append(v, healingViolations(work, side)...)
+	v = append(v, relayViolations(services)...)
 	return v, nil
 }
 
