@@ -23,6 +23,7 @@ type liveStack struct {
 	port     int
 	env      []string
 	workload string // the workload's container name
+	relay    string // the witness relay's container name
 	hostKey  string // known_hosts line's key part: "ssh-ed25519 AAAA..."
 	bin      string // host build of aptl-kali-capture, for verify
 }
@@ -88,6 +89,7 @@ func startStack(t *testing.T) *liveStack {
 	s := &liveStack{t: t, dir: t.TempDir(), port: freePort(t)}
 	s.project = fmt.Sprintf("aptllive%d", os.Getpid())
 	s.workload = s.project + "_kali_1"
+	s.relay = s.project + "_kali-witness_1"
 	repo := repoFile(t, ".")
 	mustRun(t, 6*time.Minute, nil, filepath.Join(repo, "compose/build.sh"))
 	s.bin = filepath.Join(s.dir, "aptl-kali-capture")

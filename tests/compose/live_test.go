@@ -32,6 +32,11 @@ func TestLiveCompose(t *testing.T) {
 	t.Run("audit capabilities inert in the sidecar", func(t *testing.T) { liveAuditInertInSidecar(t, s) })
 	t.Run("agent refuses root in the workload", func(t *testing.T) { liveAgentRefusesWorkloadRoot(t, s) })
 	t.Run("pcap session", func(t *testing.T) { livePcapSession(t, s) })
+	t.Run("audit session", func(t *testing.T) { liveAuditSession(t, s) })
+	t.Run("relay privileges", func(t *testing.T) { liveRelayPrivileges(t, s) })
+	t.Run("workload root cannot blind the audit witness", func(t *testing.T) { liveWorkloadRootCannotBlindAudit(t, s) })
+	t.Run("exec flood", func(t *testing.T) { liveExecFlood(t, s, 4, 1000) })
+	t.Run("relay killed mid-session", func(t *testing.T) { liveRelayKilled(t, s) })
 	liveAgentRestarts(t, s)
 
 	agentKilled := liveKillAgent(t, s)

@@ -7,14 +7,28 @@
 //
 // It is for tests/compose, run in a container shaped like the sidecar. It
 // loads and changes nothing.
+//
+// With -tamper it is what root in the workload would try against the
+// audit witness, and prints one line for each attempt, which must fail:
+//
+//	disable=<error>    turn the kernel's auditing off (AUDIT_SET enabled=0)
+//	list=<error>       list the rules, the first step to deleting them
+//	delete=<error>     delete every rule (AUDIT_DEL_RULE of each listed; tried with an
+//	                   empty rule when the listing was refused)
+//	loginuid=<error>   write its own loginuid again, to move to another audit session
+//
+// "ok" on any line is a hole in the boundary.
 package main
 
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aptl/aptl-kali-capture/internal/auditnetlink"
 )
 
 const (
@@ -24,8 +38,35 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-tamper" {
+		tamper()
+		return
+	}
 	fmt.Println("multicast=" + result(bindMulticast()))
 	fmt.Println("status=" + result(status()))
+}
+
+func tamper() {
+	c, err := auditnetlink.OpenControl()
+	if err != nil {
+		fmt.Println("open=" + err.Error())
+		return
+	}
+	defer c.Close()
+	fmt.Println("disable=" + result(c.Set(auditnetlink.StatusEnabled, 0, 0)))
+	rules, err := c.ListRules()
+	fmt.Println("list=" + result(err))
+	if len(rules) == 0 {
+		rules = [][]byte{make([]byte, 1040)}
+	}
+	var del error
+	for _, r := range rules {
+		if err := c.DelRule(r); err != nil {
+			del = err
+		}
+	}
+	fmt.Println("delete=" + result(del))
+	fmt.Println("loginuid=" + result(os.WriteFile("/proc/self/loginuid", []byte("0"), 0)))
 }
 
 func result(err error) string {
