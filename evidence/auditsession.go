@@ -101,7 +101,10 @@ var (
 // sesTerms is what the session's audit files say of its audit session and
 // terminals (the report's cross-check), and of records of another session.
 type sesTerms struct {
-	ses      string // the signed audit_ses
+	ses string // the signed audit_ses
+	// moved are the audit sessions LOGIN records of the files moved the
+	// session's processes to (at most maxMoves): theirs are its records.
+	moved    map[string]bool
 	syscalls int64
 	ttys     map[string]int64
 }
@@ -117,7 +120,7 @@ func (v *verifier) auditTerms(rel string) func(typ, text []byte, off int64) {
 		return nil
 	}
 	if v.terms == nil {
-		v.terms = &sesTerms{ses: strconv.FormatUint(uint64(a.Ses), 10), ttys: map[string]int64{}}
+		v.terms = &sesTerms{ses: strconv.FormatUint(uint64(a.Ses), 10), ttys: map[string]int64{}, moved: map[string]bool{}}
 	}
 	t := v.terms
 	var foreign int64
@@ -128,7 +131,10 @@ func (v *verifier) auditTerms(rel string) func(typ, text []byte, off int64) {
 			// A loginuid change that failed: the session it was made in.
 			ses, ok = auditfmt.Field(s, "old-ses")
 		}
-		if ok && ses != t.ses {
+		if string(typ) == "LOGIN" && ok {
+			ses = v.followMove(t, s, ses, rel, off)
+		}
+		if ok && ses != t.ses && !t.moved[ses] {
 			if foreign++; foreign == 1 {
 				v.anomaly(KindAuditForeignSes, rel, -1, off, "a %s record of audit session %s in the files of audit session %s (the %s record's)",
 					printable(string(typ)), printable(ses), t.ses, vocab.TypeAuditSession)
@@ -146,6 +152,28 @@ func (v *verifier) auditTerms(rel string) func(typ, text []byte, off int64) {
 		}
 		t.ttys[tty]++
 	}
+}
+
+// maxMoves bounds the audit sessions a session's files may move to.
+const maxMoves = 64
+
+var sesNumber = regexp.MustCompile(`^[0-9]{1,10}$`)
+
+// followMove reads a LOGIN record that moved a process of the session
+// (old-ses one of its audit sessions, res=1) to a new audit session ses,
+// which is the session's from then on, and returns the session the
+// record belongs to: the one it moved from.
+func (v *verifier) followMove(t *sesTerms, text, ses, rel string, off int64) string {
+	old, _ := auditfmt.Field(text, "old-ses")
+	res, _ := auditfmt.Field(text, "res")
+	if res != "1" || (old != t.ses && !t.moved[old]) || old == ses {
+		return ses
+	}
+	if !t.moved[ses] && ses != t.ses && sesNumber.MatchString(ses) && len(t.moved) < maxMoves {
+		t.moved[ses] = true
+		v.note(NoteAuditSesMoved, "a LOGIN record at %s offset %d moved a process of the session from audit session %s to %s; its records are the session's", rel, off, old, ses)
+	}
+	return old
 }
 
 // printable is a name from a record (a terminal, a record type, an id) as

@@ -95,7 +95,11 @@ const (
 	// NoteAuditOtherTTY: SYSCALL records of the session's audit session
 	// name a terminal other than the slave the sidecar allocated.
 	NoteAuditOtherTTY Kind = "audit-other-tty"
+	// NoteAuditSesMoved: a LOGIN record in the session's audit files moved
+	// one of its processes to another audit session (a loginuid written
+	// with CAP_AUDIT_CONTROL); that session's records belong to it too.
+	NoteAuditSesMoved Kind = "audit-ses-moved"
 )
 
 // NoteKinds lists every Kind a note can carry.
-var NoteKinds = []Kind{NoteFolderName, NoteRunFolderName, NoteUnattributed, NoteAuditOtherTTY}
+var NoteKinds = []Kind{NoteFolderName, NoteRunFolderName, NoteUnattributed, NoteAuditOtherTTY, NoteAuditSesMoved}

@@ -56,7 +56,7 @@ func healthLine(path string) string {
 	if v := readinessValue(path, vocab.ReadyKeyDisk); v != "unknown" {
 		line += " " + vocab.ReadyKeyDisk + "=" + v
 	}
-	for _, k := range []string{"audit_sessions", "audit_events", "audit_lost", "audit_overruns"} {
+	for _, k := range []string{"audit_uring", "audit_sessions", "audit_events", "audit_lost", "audit_overruns"} {
 		if v := readinessValue(path, k); v != "unknown" {
 			line += " " + k + "=" + v
 		}

@@ -121,8 +121,8 @@ func (r *readiness) auditCounts() string {
 		return ""
 	}
 	st := eng.Stats()
-	counts := fmt.Sprintf("audit_rules=%d\naudit_sessions=%d\naudit_events=%d\naudit_lost=%d\naudit_overruns=%d\naudit_unattributed=%d\n",
-		st.Rules, st.Sessions, st.Events, st.Lost, st.Overruns, st.Unattributed)
+	counts := fmt.Sprintf("audit_rules=%d\naudit_sessions=%d\naudit_events=%d\naudit_lost=%d\naudit_overruns=%d\naudit_unattributed=%d\naudit_uring=%s\n",
+		st.Rules, st.Sessions, st.Events, st.Lost, st.Overruns, st.Unattributed, st.URing)
 	if st.Relayed {
 		relay := "up"
 		if st.RelayDown {

@@ -39,7 +39,7 @@ func liveWitnessCaps(t *testing.T, s *liveStack) {
 	// The audit witness through the relay (kali-witness), with no audit
 	// capability of the sidecar's; the capture volume of a fresh pair is
 	// far from its low mark. The audit counts follow.
-	const wantHealth = "healthy pcap=ok auditd=ok procacct=ok disk=ok audit_sessions="
+	const wantHealth = "healthy pcap=ok auditd=ok procacct=ok disk=ok audit_uring=ok audit_sessions="
 	if !strings.HasPrefix(strings.TrimSpace(out), wantHealth) {
 		t.Errorf("health in the sidecar: %q, want %q...", out, wantHealth)
 	}

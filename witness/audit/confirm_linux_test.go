@@ -133,6 +133,9 @@ func TestRecordsExec(t *testing.T) {
 		{"execve b32 only", []Rule{{Action: actionAlways, Syscalls: []int{archSyscalls(archI386)["execve"]}, Fields: []Field{{ID: fieldArch, Op: opEqual, Value: archI386}}}}, false},
 		{"never", []Rule{{Action: actionNever, Syscalls: []int{execve}}}, false},
 		{"a watch", []Rule{{Action: actionAlways, Watch: "/etc"}}, false},
+		// An io_uring rule never sees an execve: it cannot confirm a
+		// session's audit session on its terminal.
+		{"every io_uring operation", []Rule{{URing: true, Action: actionAlways}}, false},
 		{"none", nil, false},
 	} {
 		if got := recordsExec(tt.rules); got != tt.want {

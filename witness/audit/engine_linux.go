@@ -77,6 +77,10 @@ type Stats struct {
 	// Relayed: the engine reaches the kernel through the witness relay;
 	// RelayDown: it cannot now (auditd is degraded).
 	Relayed, RelayDown bool
+	// URing is the io_uring list's state: "ok" (the rules file's io_uring
+	// rules are loaded), "unsupported" (the kernel has no io_uring list)
+	// or "none" (the file has no io_uring rule).
+	URing string
 }
 
 // kernel is what the engine asks of the kernel's audit: control, the
@@ -109,6 +113,9 @@ type Engine struct {
 	rules  []reliedRule
 	byForm map[listedIndex][]int
 	undo   func() // restores the backlog limit start raised
+	// uringUnsupported: the kernel refused the rules file's io_uring rules
+	// (no io_uring list); they are not relied on. Set by loadRules.
+	uringUnsupported bool
 	// ownsEnabled: the engine turned auditing on (at start, or after
 	// someone turned it off), so it turns it off at stop if no rule remains.
 	ownsEnabled bool
@@ -117,6 +124,7 @@ type Engine struct {
 	mu       sync.Mutex // protects what follows
 	bound    map[uint32][]*witness
 	known    map[uint32]bool
+	moved    map[uint32][]uint32 // the sessions a bound session's processes moved to (moves.go)
 	pending  map[uint32][]*Event
 	pendAt   map[uint32]time.Time
 	open     map[*witness]bool // started and not closed: they get every gap
@@ -221,7 +229,7 @@ func (e *Engine) attachKernel(ctl kernel, mc recordSource, now time.Time) error 
 
 // newEngine is an engine with no rules loaded and no files open.
 func newEngine(ctl kernel, log *slog.Logger) *Engine {
-	return &Engine{ctl: ctl, log: log, bound: map[uint32][]*witness{}, known: map[uint32]bool{},
+	return &Engine{ctl: ctl, log: log, bound: map[uint32][]*witness{}, known: map[uint32]bool{}, moved: map[uint32][]uint32{},
 		pending: map[uint32][]*Event{}, pendAt: map[uint32]time.Time{}, open: map[*witness]bool{},
 		acct: newProcAcct(), done: make(chan struct{}), undo: func() {}, now: time.Now}
 }
@@ -301,6 +309,15 @@ next:
 			continue next
 		}
 		err := e.ctl.addRule(d)
+		if r.URing && errors.Is(err, syscall.EINVAL) {
+			// A kernel before 5.16 has no io_uring list: readiness says
+			// so (audit_uring=unsupported), and the rest is witnessed.
+			if !e.uringUnsupported {
+				e.log.Warn("audit: this kernel has no io_uring audit list (Linux 5.16+); io_uring operations are not witnessed: refuse io_uring to the workload (compose/kali/seccomp.json)", "rule", r.Where)
+			}
+			e.uringUnsupported = true
+			continue
+		}
 		if errors.Is(err, syscall.EEXIST) {
 			e.log.Info("audit: rule already loaded by someone else; left in place at stop", "rule", r.Where)
 			e.rules = append(e.rules, reliedRule{where: r.Where, load: d})
@@ -380,6 +397,12 @@ func (e *Engine) Stats() Stats {
 	s := e.stats
 	s.Sessions = len(e.known)
 	s.Relayed, s.RelayDown = e.relay != nil, e.relayDown.open
+	s.URing = "none"
+	if e.uringUnsupported {
+		s.URing = "unsupported"
+	} else if slices.ContainsFunc(e.want, func(r Rule) bool { return r.URing }) {
+		s.URing = "ok"
+	}
 	return s
 }
 
@@ -514,7 +537,17 @@ func (e *Engine) deliver(events []*Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, ev := range events {
-		if ev == nil || ev.Ses == unsetID {
+		if ev == nil {
+			continue
+		}
+		if ev.Ses == unsetID {
+			ev.Ses = e.acct.uringSession(ev)
+		}
+		if from, to, moved := loginMove(ev); moved && e.known[from] && !e.known[to] {
+			e.follow(from, to)
+			ev.Ses = from
+		}
+		if ev.Ses == unsetID {
 			continue
 		}
 		if e.known[ev.Ses] {
@@ -590,6 +623,20 @@ func (e *Engine) bind(w *witness, ses uint32) {
 	delete(e.pendAt, ses)
 }
 
+// follow binds to, the audit session a process of from moved to, to
+// from's sessions (moves.go); events of to queued meanwhile are written.
+// Callers hold mu.
+func (e *Engine) follow(from, to uint32) {
+	e.known[to] = true
+	e.bound[to] = append(e.bound[to], e.bound[from]...)
+	e.moved[from] = append(e.moved[from], to)
+	for _, ev := range e.pending[to] {
+		e.write(ev)
+	}
+	delete(e.pending, to)
+	delete(e.pendAt, to)
+}
+
 // attach starts w's share; a blind window open now is w's first gap.
 func (e *Engine) attach(w *witness) {
 	e.mu.Lock()
@@ -642,15 +689,21 @@ func (e *Engine) detach(w *witness, ses uint32, end time.Time) {
 		}
 	}
 	delete(e.open, w)
-	ws := e.bound[ses]
-	for i, o := range ws {
-		if o == w {
-			e.bound[ses] = append(ws[:i:i], ws[i+1:]...)
-			break
+	// w leaves its ses and every session its processes moved to.
+	for todo := []uint32{ses}; len(todo) > 0; todo = todo[1:] {
+		s := todo[0]
+		ws := e.bound[s]
+		for i, o := range ws {
+			if o == w {
+				e.bound[s] = append(ws[:i:i], ws[i+1:]...)
+				break
+			}
 		}
-	}
-	if len(e.bound[ses]) == 0 {
-		delete(e.bound, ses)
+		todo = append(todo, e.moved[s]...)
+		if len(e.bound[s]) == 0 {
+			delete(e.bound, s)
+			delete(e.moved, s)
+		}
 	}
 }
 
@@ -669,7 +722,7 @@ func (s Stats) String() string {
 func recordsExec(rules []Rule) bool {
 	execve := archSyscalls(archX8664)["execve"]
 	for _, r := range rules {
-		if r.Watch != "" || r.Action != actionAlways || (r.Syscalls != nil && !slices.Contains(r.Syscalls, execve)) {
+		if r.Watch != "" || r.URing || r.Action != actionAlways || (r.Syscalls != nil && !slices.Contains(r.Syscalls, execve)) {
 			continue
 		}
 		only := true

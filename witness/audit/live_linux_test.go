@@ -139,6 +139,13 @@ func liveSessionOf(t *testing.T, cfg Config, sessionID string) (*Engine, *record
 // (auid 0: left unset); it returns the ses the kernel gave it.
 func sessionProcess(t testing.TB, auid int, script string) (ses uint32, wait func()) {
 	t.Helper()
+	return sessionProcessOf(t, auid, script, "--bounding-set", "-audit_control")
+}
+
+// sessionProcessOf is sessionProcess with setpriv's options (none: the
+// test's own capabilities, CAP_AUDIT_CONTROL included).
+func sessionProcessOf(t testing.TB, auid int, script string, setpriv ...string) (ses uint32, wait func()) {
+	t.Helper()
 	sesFile := filepath.Join(t.TempDir(), "ses")
 	pre := ""
 	if auid != 0 {
@@ -147,7 +154,8 @@ func sessionProcess(t testing.TB, auid int, script string) (ses uint32, wait fun
 	full := pre + "cat /proc/self/sessionid > " + sesFile + ".tmp && mv " + sesFile + ".tmp " + sesFile + "; " + script
 	// setsid: no controlling terminal, so the kernel's records say
 	// tty=(none), as for a session without a PTY.
-	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "setsid", "setpriv", "--bounding-set", "-audit_control", "--", "bash", "-c", full)
+	args := append(append([]string{"--pid", "--fork", "--mount-proc", "setsid", "setpriv"}, setpriv...), "--", "bash", "-c", full)
+	cmd := exec.Command("unshare", args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

@@ -37,10 +37,13 @@ type ruleData struct {
 	fields        []Field
 }
 
-// kernelForm is r as the witness loads it: on the exit list, with the
-// scope field added.
+// kernelForm is r as the witness loads it: on its list (exit, or
+// io_uring), with the scope field added.
 func (r Rule) kernelForm() ruleData {
 	d := ruleData{flags: filterExit, action: r.Action}
+	if r.URing {
+		d.flags = filterURingExit
+	}
 	if r.Syscalls == nil {
 		for i := range d.mask {
 			d.mask[i] = ^uint32(0)

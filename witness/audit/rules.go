@@ -18,6 +18,11 @@ import (
 //	--backlog_wait_time N            accepted and not applied (a host-wide setting)
 //	-a always,exit (or exit,always)  a syscall rule, with
 //	  -F arch=b64|b32  -S name[,name]  -F field op value  -k key
+//	-a always,io_uring               an io_uring rule (kernels since 5.16):
+//	  -S op[,op]  -F field op value  -k key   io_uring operations by
+//	  liburing's names without IORING_OP_ (connect, openat, ...), which
+//	  syscall-exit rules never see: they run in the kernel's io_uring
+//	  workers, not in a syscall of the process
 //	-w path -p rwxa -k key           a file watch
 //
 // Anything else is refused with the file and line, so a rules file never
@@ -40,9 +45,10 @@ const (
 // Rule list, actions, field ids, operators and permissions
 // (include/uapi/linux/audit.h).
 const (
-	filterExit   = 0x04 // AUDIT_FILTER_EXIT
-	actionNever  = 0
-	actionAlways = 2
+	filterExit      = 0x04 // AUDIT_FILTER_EXIT
+	filterURingExit = 0x07 // AUDIT_FILTER_URING_EXIT
+	actionNever     = 0
+	actionAlways    = 2
 
 	fieldPID         = 0
 	fieldUID         = 1
@@ -96,9 +102,14 @@ type RuleSet struct {
 
 // Rule is one rule to load.
 type Rule struct {
-	Where    string // file:line
-	Action   uint32
-	Syscalls []int // nil: every syscall (watches, and rules without -S)
+	Where string // file:line
+	// URing: a rule of the io_uring list (AUDIT_FILTER_URING_EXIT), not of
+	// the syscall-exit list.
+	URing  bool
+	Action uint32
+	// Syscalls are the rule's syscalls, or its io_uring operations on the
+	// io_uring list; nil: every one (watches, and rules without -S).
+	Syscalls []int
 	Fields   []Field
 	Key      string
 	Watch    string // the path of a -w rule
@@ -172,7 +183,7 @@ func (rs *RuleSet) parseLine(where string, args []string) error {
 		rs.Rules = append(rs.Rules, r)
 		return nil
 	}
-	return fmt.Errorf("unsupported option %q (supported: -D, -b, --backlog_wait_time, -a always,exit, -w)", args[0])
+	return fmt.Errorf("unsupported option %q (supported: -D, -b, --backlog_wait_time, -a always,exit, -a always,io_uring, -w)", args[0])
 }
 
 func oneNumber(args []string) (uint32, error) {
@@ -240,13 +251,17 @@ func (p *ruleParser) option(opt, val string) error {
 func (p *ruleParser) listAction(val string) error {
 	a, b, ok := strings.Cut(val, ",")
 	if !ok || p.list {
-		return fmt.Errorf("-a %q: want one -a always,exit", val)
+		return fmt.Errorf("-a %q: want one -a always,exit or always,io_uring", val)
 	}
-	if a == "exit" {
+	if a == "exit" || a == "io_uring" {
 		a, b = b, a
 	}
-	if b != "exit" {
-		return fmt.Errorf("-a %q: only the exit list is supported", val)
+	switch b {
+	case "exit":
+	case "io_uring":
+		p.r.URing = true
+	default:
+		return fmt.Errorf("-a %q: only the exit and io_uring lists are supported", val)
 	}
 	switch a {
 	case "always":
@@ -386,6 +401,9 @@ func (p *ruleParser) finish() (Rule, error) {
 	if p.perm != "" {
 		return Rule{}, fmt.Errorf("-p belongs to -w rules")
 	}
+	if r.URing {
+		return p.finishURing()
+	}
 	if !p.archSet && len(p.syscalls) > 0 {
 		// auditctl's default: the machine's architecture.
 		p.arch = archX8664
@@ -398,6 +416,24 @@ func (p *ruleParser) finish() (Rule, error) {
 			return Rule{}, fmt.Errorf("-S %s: syscall not known to the witness for this architecture", name)
 		}
 		r.Syscalls = append(r.Syscalls, nr)
+	}
+	return r, checkFieldCount(r)
+}
+
+// finishURing completes an io_uring rule: its -S names are io_uring
+// operations, and it takes no architecture (the operations are the same
+// on every one; the kernel's io_uring list has no syscall to tell by).
+func (p *ruleParser) finishURing() (Rule, error) {
+	r := p.r
+	if p.archSet {
+		return Rule{}, fmt.Errorf("-F arch does not apply to io_uring rules")
+	}
+	for _, name := range p.syscalls {
+		op, ok := uringOps[name]
+		if !ok {
+			return Rule{}, fmt.Errorf("-S %s: io_uring operation not known to the witness", name)
+		}
+		r.Syscalls = append(r.Syscalls, op)
 	}
 	return r, checkFieldCount(r)
 }

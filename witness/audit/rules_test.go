@@ -47,7 +47,7 @@ func TestParseRulesLabFile(t *testing.T) {
 func TestParseRulesRefusesWithLine(t *testing.T) {
 	for _, c := range []struct{ rule, want string }{
 		{"-e 2", `lab.rules:2: unsupported option "-e"`},
-		{"-a always,task -S execve", "only the exit list"},
+		{"-a always,task -S execve", "only the exit and io_uring lists"},
 		{"-a always,exit -F arch=b64 -S bogus", "-S bogus: syscall not known"},
 		{"-a always,exit -F arch=arm -S execve", "unsupported architecture"},
 		{"-a always,exit -S execve -F subj_type=x", `unsupported field "subj_type"`},
@@ -121,8 +121,76 @@ func TestSampleRulesParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs.Rules) != 5 || rs.Backlog != 8192 || !rs.DeleteAll || rs.Rules[4].Watch != "/home/kali" {
+	if len(rs.Rules) != 6 || rs.Backlog != 8192 || !rs.DeleteAll || rs.Rules[4].Watch != "/home/kali" || !rs.Rules[5].URing {
 		t.Errorf("sample rules: %+v", rs)
+	}
+	compose, err := ParseRulesFile("../../compose/capture/audit.rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range compose.Rules {
+		if r.Watch != "" {
+			t.Errorf("%s: a watch in the Compose pair's rules resolves in the relay's mount namespace", r.Where)
+		}
+	}
+	if !slices.ContainsFunc(compose.Rules, func(r Rule) bool { return r.URing }) {
+		t.Errorf("the Compose pair's rules lack the io_uring list: %+v", compose.Rules)
+	}
+}
+
+// TestParseURingRules: the io_uring list in auditctl's syntax, and in
+// the form `auditctl -l` lists it (-F key=, the operations joined): the
+// operations are io_uring's numbers in the mask of the io_uring list
+// (AUDIT_FILTER_URING_EXIT), with the witness's scope and the key.
+func TestParseURingRules(t *testing.T) {
+	written := "-a always,io_uring -S connect -S openat,openat2,accept,sendmsg,recvmsg -k aptl_uring\n"
+	listed := "-a always,io_uring -S connect,openat,openat2,accept,sendmsg,recvmsg -F key=aptl_uring\n"
+	swapped := "-a io_uring,always -S connect,openat,openat2,accept,sendmsg,recvmsg -k aptl_uring\n"
+	var forms []ruleData
+	for _, text := range []string{written, listed, swapped} {
+		rs, err := ParseRules(strings.NewReader(text), "lab.rules")
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		r := rs.Rules[0]
+		if !r.URing || !slices.Equal(r.Syscalls, []int{16, 18, 28, 13, 9, 10}) || r.Key != "aptl_uring" || len(r.Fields) != 0 {
+			t.Fatalf("%q: %+v", text, r)
+		}
+		forms = append(forms, r.kernelForm())
+	}
+	d := forms[0]
+	if d.flags != filterURingExit || d.mask[0] != 1<<16|1<<18|1<<28|1<<13|1<<9|1<<10 || d.mask[1] != 0 {
+		t.Errorf("kernel form: flags %d mask %#x %#x", d.flags, d.mask[0], d.mask[1])
+	}
+	want := []Field{scopeField, {ID: fieldFilterKey, Op: opEqual, Value: 10, Text: "aptl_uring"}}
+	if !slices.Equal(d.fields, want) {
+		t.Errorf("kernel form fields %+v, want %+v", d.fields, want)
+	}
+	for i := range forms[1:] {
+		if !forms[i+1].equal(d) {
+			t.Errorf("form %d differs from the written one", i+1)
+		}
+	}
+	// The exit list's rule with the same numbers is another rule.
+	if exit := (Rule{Syscalls: []int{16}}).kernelForm(); exit.flags != filterExit || exit.sameRule(d) {
+		t.Errorf("an exit rule taken for an io_uring one")
+	}
+	for _, c := range []struct{ rule, want string }{
+		{"-a always,io_uring -S connect -F arch=b64", "-F arch does not apply to io_uring rules"},
+		{"-a always,io_uring -S execve", "-S execve: io_uring operation not known"},
+		{"-a always,io_uring,exit -S connect", "only the exit and io_uring lists"},
+		{"-a never,io_uring -S openat", ""},
+		{"-a always,io_uring", ""},
+	} {
+		rs, err := ParseRules(strings.NewReader(c.rule), "lab.rules")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: %v", c.rule, err)
+		case c.want == "" && !rs.Rules[0].URing:
+			t.Errorf("%q: not an io_uring rule", c.rule)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%q: %v, want %q", c.rule, err, c.want)
+		}
 	}
 }
 

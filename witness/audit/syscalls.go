@@ -43,3 +43,17 @@ func archSyscalls(arch uint32) map[string]int {
 	}
 	return syscallsX8664
 }
+
+// uringOps are the io_uring operations an io_uring rule may name with -S,
+// by liburing's names without IORING_OP_ (auditctl's too), numbered as
+// enum io_uring_op (include/uapi/linux/io_uring.h): those that reach
+// files, the network, processes' credentials and other rings.
+var uringOps = map[string]int{
+	"nop": 0, "readv": 1, "writev": 2, "fsync": 3, "read_fixed": 4, "write_fixed": 5,
+	"sendmsg": 9, "recvmsg": 10, "accept": 13, "connect": 16, "fallocate": 17,
+	"openat": 18, "close": 19, "statx": 21, "read": 22, "write": 23, "send": 26,
+	"recv": 27, "openat2": 28, "splice": 30, "tee": 33, "shutdown": 34, "renameat": 35,
+	"unlinkat": 36, "mkdirat": 37, "symlinkat": 38, "linkat": 39, "msg_ring": 40,
+	"fsetxattr": 41, "setxattr": 42, "socket": 45, "uring_cmd": 46, "send_zc": 47,
+	"sendmsg_zc": 48, "waitid": 50, "ftruncate": 55, "bind": 56, "listen": 57,
+}
