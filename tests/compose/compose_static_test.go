@@ -122,6 +122,8 @@ func TestComposeChecksFire(t *testing.T) {
 			service(d, "kali")["depends_on"] = tree{"kali-capture": tree{"condition": "service_started"}}
 		}},
 		{"workload service missing", "are required", func(d tree) { delete(mapAt(d, "services"), "kali") }},
+		{"workload on Docker's default seccomp", "seccomp profile", func(d tree) { delete(service(d, "kali"), "security_opt") }},
+		{"workload unconfined", "seccomp profile", func(d tree) { service(d, "kali")["security_opt"] = []any{"seccomp:unconfined"} }},
 		{"relay missing", "kali-witness is required", func(d tree) { delete(mapAt(d, "services"), "kali-witness") }},
 		{"relay in its own PID namespace", "pid and network_mode must be host", func(d tree) { delete(service(d, "kali-witness"), "pid") }},
 		{"workload in the host's network", "network_mode", func(d tree) { service(d, "kali")["network_mode"] = "host" }},

@@ -148,6 +148,7 @@ func workloadViolations(w tree) []string {
 		}
 	}
 	v = append(v, agentFilesViolations(w)...)
+	v = append(v, seccompViolations(w)...)
 	v = append(v, workloadCapViolations(strList(w, "cap_add"))...)
 	if !containsFold(strList(w, "cap_drop"), "ALL") {
 		v = append(v, "workload: cap_drop must be ALL (Docker's defaults include NET_RAW and AUDIT_WRITE)")

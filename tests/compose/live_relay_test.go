@@ -282,3 +282,31 @@ func liveRelayKilled(t *testing.T, s *liveStack) {
 		t.Errorf("verify %s: %v\n%s", id, err, out)
 	}
 }
+
+// liveURingRefused: connect plus openat through io_uring (the test's
+// uringprobe, copied into the workload) is refused to kali and to root by
+// the workload's seccomp profile before any ring exists, as is a new user
+// namespace (what Docker's default refuses is kept); the session verifies.
+func liveURingRefused(t *testing.T, s *liveStack) {
+	probe := filepath.Join(s.dir, "uringprobe")
+	mustRun(t, 3*time.Minute, []string{"CGO_ENABLED=0"}, "go", "build", "-o", probe, repoFile(t, "tests/clients/uringprobe"))
+	const inWorkload = "/tmp/aptl-uringprobe"
+	mustRun(t, 20*time.Second, nil, "docker", "cp", probe, s.workload+":"+inWorkload)
+	const id = "s-uring"
+	out, err := s.ssh(60*time.Second, id, false, inWorkload+" /etc/hostname 127.0.0.1:2222 | sed s/^/KALI-/; sudo -n "+inWorkload+" /etc/hostname 127.0.0.1:2222 | sed s/^/ROOT-/; "+
+		"unshare -U true 2>/dev/null || echo userns-refused; echo PROBE-DONE")
+	if err != nil || !strings.Contains(out, "PROBE-DONE") {
+		t.Fatalf("io_uring session: %v\n%s", err, out)
+	}
+	for _, who := range []string{"KALI", "ROOT"} {
+		if !strings.Contains(out, who+"-setup=operation not permitted") || strings.Contains(out, who+"-openat") {
+			t.Errorf("%s in the workload got an io_uring ring, want io_uring_setup refused (EPERM):\n%s", who, out)
+		}
+	}
+	if !strings.Contains(out, "userns-refused") {
+		t.Errorf("a new user namespace was allowed in the workload:\n%s", out)
+	}
+	if out, err := s.verify(s.harvest(id)); err != nil {
+		t.Errorf("verify %s: %v\n%s", id, err, out)
+	}
+}

@@ -98,6 +98,9 @@ func startStack(t *testing.T) *liveStack {
 	s.env = []string{
 		"APTL_AUTHORIZED_KEYS=" + filepath.Join(s.dir, "client.pub"),
 		"APTL_SSH_PORT=" + strconv.Itoa(s.port),
+		// docker-compose 1.29 reads the profile relative to its working
+		// directory, which is the test's, not compose/.
+		"APTL_WORKLOAD_SECCOMP=" + repoFile(t, "compose/kali/seccomp.json"),
 	}
 	t.Cleanup(s.down)
 	s.compose(2*time.Minute, "up", "-d")

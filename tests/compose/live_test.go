@@ -34,6 +34,7 @@ func TestLiveCompose(t *testing.T) {
 	t.Run("pcap session", func(t *testing.T) { livePcapSession(t, s) })
 	t.Run("audit session", func(t *testing.T) { liveAuditSession(t, s) })
 	t.Run("relay privileges", func(t *testing.T) { liveRelayPrivileges(t, s) })
+	t.Run("io_uring refused to the workload", func(t *testing.T) { liveURingRefused(t, s) })
 	t.Run("workload root cannot blind the audit witness", func(t *testing.T) { liveWorkloadRootCannotBlindAudit(t, s) })
 	t.Run("exec flood", func(t *testing.T) { liveExecFlood(t, s, 4, 1000) })
 	t.Run("relay killed mid-session", func(t *testing.T) { liveRelayKilled(t, s) })
