@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // The audit witness as serve runs it: readiness states auditd= and
@@ -94,6 +96,7 @@ func TestAuditReadyAsRoot(t *testing.T) {
 	if os.Getenv("APTL_CAPTURE_SLOW_TESTS") != "1" || os.Geteuid() != 0 {
 		t.Skip("loads audit rules into the kernel: root and APTL_CAPTURE_SLOW_TESTS=1 only")
 	}
+	testutil.LockKernelAudit(t)
 	if b, _ := os.ReadFile("/proc/sys/kernel/audit_enabled"); strings.TrimSpace(string(b)) == "2" {
 		t.Skip("the kernel's audit configuration is locked")
 	}
@@ -127,6 +130,7 @@ func TestAuditConfirmsSessionTerminal(t *testing.T) {
 	if os.Getenv("APTL_CAPTURE_SLOW_TESTS") != "1" || os.Geteuid() != 0 {
 		t.Skip("loads audit rules into the kernel: root and APTL_CAPTURE_SLOW_TESTS=1 only")
 	}
+	testutil.LockKernelAudit(t)
 	if b, _ := os.ReadFile("/proc/self/loginuid"); strings.TrimSpace(string(b)) != "4294967295" {
 		t.Skip("this test runs with a loginuid set: its sessions cannot get audit sessions of their own")
 	}

@@ -4,9 +4,15 @@ package main
 
 import (
 	"log/slog"
+	"path/filepath"
 
 	"github.com/aptl/aptl-kali-capture/witness/audit"
 )
+
+// auditOwnedRulesFile, in the state directory, holds the digests of the
+// rules the audit witness owns, so that rules a crash left in the kernel
+// are removed by the next run (witness/audit/owned.go).
+const auditOwnedRulesFile = "audit-rules-owned"
 
 // startAudit starts the audit witness's engine: it loads the lab's rules
 // (only those it adds are removed at stop) and reads the kernel's records
@@ -25,7 +31,8 @@ func startAudit(src *audit.Source, cfg *serveConfig, log *slog.Logger) (state st
 	for _, w := range cfg.auditRules.Warnings {
 		log.Warn("audit rules: " + w)
 	}
-	eng, err := audit.Start(audit.Config{Root: cfg.root, Rules: cfg.auditRules, Limits: cfg.auditLimits, Log: log, Relay: cfg.auditRelay})
+	eng, err := audit.Start(audit.Config{Root: cfg.root, Rules: cfg.auditRules, Limits: cfg.auditLimits, Log: log, Relay: cfg.auditRelay,
+		OwnedRules: filepath.Join(cfg.stateDir, auditOwnedRulesFile)})
 	if err != nil {
 		log.Warn("audit witness unavailable; sessions are recorded without audit records", "err", err.Error())
 		src.SetEngine(nil, err.Error())

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // liveStack is one Compose project of the lab pair, built from this
@@ -86,6 +88,9 @@ func startStack(t *testing.T) *liveStack {
 	if _, err := run(t, 10*time.Second, nil, "docker", "inspect", "-f", "{{.Name}}", sidecarName); err == nil {
 		t.Fatalf("a container named %s exists already (another stack is up: compose/down.sh)", sidecarName)
 	}
+	// The pair's audit witness loads its rules into the kernel, as the
+	// other audit suites do.
+	testutil.LockKernelAudit(t)
 	s := &liveStack{t: t, dir: t.TempDir(), port: freePort(t)}
 	s.project = fmt.Sprintf("aptllive%d", os.Getpid())
 	s.workload = s.project + "_kali_1"

@@ -60,6 +60,10 @@ type Config struct {
 	Rules  *RuleSet
 	Limits Limits // rotation of _audit/audit.log and _proc-acct/proc-acct.log
 	Log    *slog.Logger
+	// OwnedRules is a file of the sidecar's state where the engine keeps
+	// the digests of the rules it owns (owned.go), so that rules a crash
+	// left in the kernel are removed by the next run; "": not kept.
+	OwnedRules string
 	// Relay is the witness relay the engine reaches the kernel through,
 	// where the sidecar cannot itself (the Compose pair); nil: the
 	// kernel's audit netlink directly.
@@ -113,6 +117,9 @@ type Engine struct {
 	rules  []reliedRule
 	byForm map[listedIndex][]int
 	undo   func() // restores the backlog limit start raised
+	// ownedFile is Config.OwnedRules; earlier the digests it held at start.
+	ownedFile string
+	earlier   map[string]bool
 	// uringUnsupported: the kernel refused the rules file's io_uring rules
 	// (no io_uring list); they are not relied on. Set by loadRules.
 	uringUnsupported bool
@@ -167,6 +174,11 @@ func Start(cfg Config) (_ *Engine, err error) {
 	e.want = append(append([]Rule(nil), cfg.Rules.Rules...), procacctRules()...)
 	e.backlog = cfg.Rules.Backlog
 	e.execAudited = recordsExec(cfg.Rules.Rules)
+	e.ownedFile = cfg.OwnedRules
+	if e.earlier, err = readOwned(cfg.OwnedRules); err != nil {
+		e.log.Warn("audit: the rules an earlier run owned are not known; any it left stay in the kernel", "err", err.Error())
+		err = nil
+	}
 	// On failure, undo in reverse: whatever was added is removed.
 	defer func() {
 		if err != nil {
@@ -319,6 +331,11 @@ next:
 			continue
 		}
 		if errors.Is(err, syscall.EEXIST) {
+			if e.earlier[ruleDigest(d)] {
+				e.log.Info("audit: rule left in the kernel by an earlier run of this sidecar, which stopped without removing it; it is removed at stop", "rule", r.Where)
+				e.rules = append(e.rules, reliedRule{where: r.Where, load: d, owned: true})
+				continue
+			}
 			e.log.Info("audit: rule already loaded by someone else; left in place at stop", "rule", r.Where)
 			e.rules = append(e.rules, reliedRule{where: r.Where, load: d})
 			continue
@@ -327,7 +344,9 @@ next:
 			return fmt.Errorf("audit: load the rule of %s: %w", r.Where, err)
 		}
 		e.rules = append(e.rules, reliedRule{where: r.Where, load: d, owned: true})
+		e.saveOwned()
 	}
+	e.saveOwned()
 	return nil
 }
 
@@ -355,17 +374,21 @@ func (e *Engine) Close() error {
 
 func (e *Engine) release() error {
 	var errs []error
-	for _, r := range e.rules {
+	for i := range e.rules {
+		r := &e.rules[i]
 		if e.ctl == nil || e.Stats().RelayDown {
-			break // the relay is gone: the rules stay, as after a crash
+			break // the relay is gone: the rules stay, as after a crash, and the file says so
 		}
 		if !r.owned {
 			continue
 		}
 		if err := e.ctl.delRule(r.load); err != nil && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("audit: remove the rule of %s it added: %w", r.where, err))
+			continue
 		}
+		r.owned = false
 	}
+	e.saveOwned()
 	e.rules = nil
 	e.undo()
 	if e.ownsEnabled && e.ctl != nil {

@@ -157,6 +157,7 @@ func (e *Engine) checkKernel(st status, now time.Time) {
 			refusal = fmt.Errorf("%w (and %d more rules)", refused[0], len(refused)-1)
 		}
 	}
+	e.saveOwned()
 	e.missing(&e.removed, len(gone), refusal, where, now)
 }
 

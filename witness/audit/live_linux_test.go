@@ -42,6 +42,7 @@ func requireAudit(t *testing.T) *control {
 			t.Skipf("the audit suite needs %s (Debian util-linux, bash)", tool)
 		}
 	}
+	testutil.LockKernelAudit(t)
 	c, err := openControl()
 	if err != nil {
 		t.Skipf("the kernel's audit netlink is not available here: %v", err)

@@ -1,6 +1,10 @@
 package audit
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestLoginMove(t *testing.T) {
 	for _, c := range []struct {
@@ -39,5 +43,26 @@ func TestURingSessionFromTheProcessAccounting(t *testing.T) {
 	}
 	if ses := p.uringSession(&Event{Records: []Record{{Type: typeSyscall, Text: "audit(1.0:4): pid=4321"}}}); ses != unsetID {
 		t.Errorf("an event without URINGOP: ses %d, want unset", ses)
+	}
+}
+
+func TestReadOwnedRefusesWhatIsNotADigest(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	d := ruleDigest(Rule{Syscalls: []int{59}}.kernelForm())
+	os.WriteFile(good, []byte(d+"\n"), 0o600)
+	if got, err := readOwned(good); err != nil || !got[d] || len(got) != 1 {
+		t.Fatalf("readOwned: %v %v", got, err)
+	}
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte(d+"\nnot-a-digest\n"), 0o600)
+	if got, err := readOwned(bad); err == nil || len(got) != 0 {
+		t.Errorf("a malformed file: %v %v, want nothing and an error", got, err)
+	}
+	if got, err := readOwned(filepath.Join(dir, "missing")); err != nil || len(got) != 0 {
+		t.Errorf("a missing file: %v %v, want nothing", got, err)
+	}
+	if got, err := readOwned(""); err != nil || len(got) != 0 {
+		t.Errorf("no file: %v %v", got, err)
 	}
 }
