@@ -31,12 +31,13 @@ echo "build: static binaries" >&2
 
 # The sidecar's mount points, owned by its uid (0) through COPY --chown.
 mkdir -p "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/var/lib/aptl-kali-capture" "$stage/capture-rootfs/run" \
-	"$stage/capture-rootfs/var/lib/aptl-kali-capture-ready" "$stage/capture-rootfs/var/lib/aptl-witness" "$stage/capture-rootfs/etc/aptl-kali-capture"
+	"$stage/capture-rootfs/var/lib/aptl-kali-capture-ready" "$stage/capture-rootfs/var/lib/aptl-witness" "$stage/capture-rootfs/usr/local/share/aptl-kali-capture"
 chmod 0700 "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/var/lib/aptl-kali-capture" "$stage/capture-rootfs/run" \
 	"$stage/capture-rootfs/var/lib/aptl-witness"
 # The audit witness's rules (compose/capture/audit.rules says why not
-# docs/audit-lab.rules as it is).
-install -m 0444 "$here/capture/audit.rules" "$stage/capture-rootfs/etc/aptl-kali-capture/audit.rules"
+# docs/audit-lab.rules as it is), outside /etc/aptl-kali-capture, where
+# Kubernetes mounts the authorized keys' Secret as a whole folder.
+install -m 0444 "$here/capture/audit.rules" "$stage/capture-rootfs/usr/local/share/aptl-kali-capture/audit.rules"
 # The readiness file's directory: the workload's supervisor (root) reads it.
 chmod 0755 "$stage/capture-rootfs/var/lib/aptl-kali-capture-ready"
 cp "$here/kali/aptl-agent-supervise" "$stage/"

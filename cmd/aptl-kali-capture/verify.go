@@ -209,6 +209,11 @@ func printReport(w io.Writer, rep *evidence.Report) {
 			printLine(w, "     gap: record %d, %d packets of the pcap capture: %s", g.Seq, g.Count, g.Reason)
 			continue
 		case vocab.StreamAudit:
+			if g.Reason == vocab.GapAuditRelayDown {
+				// The rules were in effect; nothing reached the sidecar.
+				printLine(w, "     gap: record %d, the audit witness was blind from %s to %s, the witness relay unreachable: %s%s", g.Seq, g.First, g.Last, g.Reason, stillOpen(g.Error))
+				continue
+			}
 			if g.Last != "" {
 				// A window in which the witness was blind: nothing was
 				// counted, its rules were out of effect.

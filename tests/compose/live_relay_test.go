@@ -278,8 +278,8 @@ func liveRelayKilled(t *testing.T, s *liveStack) {
 			t.Errorf("the session's audit file lacks %s", marker)
 		}
 	}
-	if out, err := s.verify(dir); err != nil {
-		t.Errorf("verify %s: %v\n%s", id, err, out)
+	if out, err := s.verify(dir); err != nil || !strings.Contains(out, "the witness relay unreachable: audit-relay-down") {
+		t.Errorf("verify %s: %v, want the relay's window stated\n%s", id, err, out)
 	}
 }
 
