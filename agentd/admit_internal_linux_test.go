@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/peercred"
 )
 
 // TestCheckPeerIDsBounds: the sidecar's uid and gid may be any id the
@@ -19,9 +20,9 @@ func TestCheckPeerIDsBounds(t *testing.T) {
 		want     string // "" when taken
 	}{
 		{0, 0, ""},
-		{maxPeerID, maxPeerID, ""},
-		{maxPeerID + 1, 0, "peer uid 4294967295 is not from 0 to 4294967294"},
-		{0, maxPeerID + 1, "peer gid 4294967295 is not from 0 to 4294967294"},
+		{peercred.MaxID, peercred.MaxID, ""},
+		{peercred.MaxID + 1, 0, "peer uid 4294967295 is not from 0 to 4294967294"},
+		{0, peercred.MaxID + 1, "peer gid 4294967295 is not from 0 to 4294967294"},
 		{-1, 0, "peer uid -1"},
 		{0, -1, "peer gid -1"},
 	} {

@@ -10,18 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/peercred"
 	"github.com/aptl/aptl-kali-capture/internal/ratelog"
 )
-
-// maxPeerID is the largest uid or gid a peer can have: (uid_t)-1 is no id.
-const maxPeerID = math.MaxUint32 - 1
 
 // admit decides, in the accept loop and before anything is allocated for
 // the connection, whether its peer is the sidecar. A refused peer costs a
@@ -30,7 +26,7 @@ const maxPeerID = math.MaxUint32 - 1
 // its accept and cannot fill the session slots. The refusal is logged,
 // rate-limited (newRefusalLog).
 func (s *Server) admit(c *net.UnixConn, id uint64) (*unix.Ucred, bool) {
-	cred, err := agentwire.PeerCred(c)
+	cred, err := peercred.Of(c)
 	if err == nil {
 		err = s.checkPeer(cred)
 	}
@@ -88,11 +84,8 @@ func mayAcceptPeer(pid int32, insecureSameNS bool) error {
 
 // checkPeerIDs checks the configured sidecar credentials.
 func checkPeerIDs(uid, gid int) error {
-	if uid < 0 || uid > maxPeerID {
-		return fmt.Errorf("agentd: agent: peer uid %d is not from 0 to %d", uid, maxPeerID)
-	}
-	if gid < 0 || gid > maxPeerID {
-		return fmt.Errorf("agentd: agent: peer gid %d is not from 0 to %d", gid, maxPeerID)
+	if err := peercred.CheckIDs(uid, gid); err != nil {
+		return fmt.Errorf("agentd: agent: peer %w", err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
+	"github.com/aptl/aptl-kali-capture/internal/peercred"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/launchtest"
@@ -26,7 +27,7 @@ func serveFake(t *testing.T, srv *Server) (c *net.UnixConn, done <-chan struct{}
 	if !srv.track() {
 		t.Fatal("server closing")
 	}
-	cred, err := agentwire.PeerCred(agentEnd)
+	cred, err := peercred.Of(agentEnd)
 	if err != nil {
 		t.Fatal(err)
 	}

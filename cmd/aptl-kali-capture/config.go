@@ -17,7 +17,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 	"github.com/aptl/aptl-kali-capture/internal/diskstate"
-	"github.com/aptl/aptl-kali-capture/internal/relaywire"
+	"github.com/aptl/aptl-kali-capture/internal/peercred"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/launch/login"
@@ -427,7 +427,7 @@ func applyRelayFlags(e *cliconfig.Flags, c *serveConfig, socket string, uid, gid
 	if !filepath.IsAbs(socket) {
 		return e.SettingError("audit-relay", "must be an absolute path, not %q", socket)
 	}
-	if err := relaywire.CheckIDs(uid, gid); err != nil {
+	if err := peercred.CheckIDs(uid, gid); err != nil {
 		return e.SettingError("audit-relay-uid", "the witness relay's %v", err)
 	}
 	c.auditRelay = &auditrelay.Peer{Socket: socket, UID: uid, GID: gid}

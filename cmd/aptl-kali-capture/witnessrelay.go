@@ -12,7 +12,7 @@ import (
 
 	"github.com/aptl/aptl-kali-capture/internal/auditnetlink"
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
-	"github.com/aptl/aptl-kali-capture/internal/relaywire"
+	"github.com/aptl/aptl-kali-capture/internal/peercred"
 	"github.com/aptl/aptl-kali-capture/witness/auditrelay"
 )
 
@@ -33,7 +33,7 @@ func runWitnessRelay(args []string) int {
 	if err := logging.Check(); err != nil {
 		return failUsage("witness-relay", err)
 	}
-	if err := relaywire.CheckIDs(cfg.PeerUID, cfg.PeerGID); err != nil {
+	if err := peercred.CheckIDs(cfg.PeerUID, cfg.PeerGID); err != nil {
 		return failUsage("witness-relay", e.SettingError("peer-uid", "the sidecar's %v", err))
 	}
 	log := cliconfig.NewLogger(os.Stderr, logging.Format(), logging.Level())

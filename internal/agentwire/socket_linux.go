@@ -3,12 +3,8 @@ package agentwire
 import (
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // DefaultSocket is where the agent listens unless configured otherwise:
@@ -39,25 +35,4 @@ func CheckSocket(socket string) error {
 		return errors.New("agentwire: agent socket must be an absolute path or @name")
 	}
 	return nil
-}
-
-// PeerCred returns the connecting process's credentials as the kernel
-// recorded them at connect(2) (SO_PEERCRED, unix(7)). Both sides decide
-// whom they talk to from it, never from anything the peer says.
-func PeerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	if cerr != nil {
-		return nil, os.NewSyscallError("getsockopt SO_PEERCRED", cerr)
-	}
-	return cred, nil
 }

@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
-	"os"
 	"time"
 
+	"github.com/aptl/aptl-kali-capture/internal/peercred"
 	"golang.org/x/sys/unix"
 )
 
@@ -104,27 +103,8 @@ func (c *Conn) Write(frame []byte, deadline time.Time) error {
 }
 
 // PeerCred returns the peer's credentials as the kernel recorded them at
-// connect(2) (SO_PEERCRED, unix(7)).
-func (c *Conn) PeerCred() (*unix.Ucred, error) {
-	rc, err := c.c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	if cerr != nil {
-		return nil, os.NewSyscallError("getsockopt SO_PEERCRED", cerr)
-	}
-	return cred, nil
-}
-
-// MaxID is the largest uid or gid a peer can have: (uid_t)-1 is no id.
-const MaxID = math.MaxUint32 - 1
+// connect(2).
+func (c *Conn) PeerCred() (*unix.Ucred, error) { return peercred.Of(c.c) }
 
 // CheckPeer is both sides' policy: the peer runs as uid and gid, whose
 // name (the sidecar, the relay) and setting the refusal names.
@@ -132,17 +112,6 @@ func CheckPeer(cred *unix.Ucred, who string, uid, gid int, setting string) error
 	if int64(cred.Uid) != int64(uid) || int64(cred.Gid) != int64(gid) {
 		return fmt.Errorf("peer runs as uid %d gid %d; only %s's uid %d gid %d is accepted (%s)",
 			cred.Uid, cred.Gid, who, uid, gid, setting)
-	}
-	return nil
-}
-
-// CheckIDs checks a configured uid and gid.
-func CheckIDs(uid, gid int) error {
-	if uid < 0 || uid > MaxID {
-		return fmt.Errorf("uid %d is not from 0 to %d", uid, MaxID)
-	}
-	if gid < 0 || gid > MaxID {
-		return fmt.Errorf("gid %d is not from 0 to %d", gid, MaxID)
 	}
 	return nil
 }

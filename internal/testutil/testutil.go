@@ -6,6 +6,7 @@ package testutil
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -74,4 +75,26 @@ func WaitUntil(cond func() bool) bool {
 			return false
 		}
 	}
+}
+
+// ClosingListener listens on a loopback TCP port and closes every
+// connection it accepts, until the test ends: a port a test's process can
+// connect to (a connect the witnesses record). It returns the address.
+func ClosingListener(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
 }

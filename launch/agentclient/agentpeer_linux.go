@@ -6,9 +6,8 @@ import (
 	"net"
 	"os"
 
+	"github.com/aptl/aptl-kali-capture/internal/peercred"
 	"golang.org/x/sys/unix"
-
-	"github.com/aptl/aptl-kali-capture/internal/agentwire"
 )
 
 // checkPeer decides whether the process that answered at the agent socket
@@ -27,7 +26,7 @@ import (
 // bound. On older kernels the setsockopt fails and returned fds are closed
 // as they arrive (refuseFiles).
 func (a *Agent) checkPeer(c *net.UnixConn) error {
-	cred, err := agentwire.PeerCred(c)
+	cred, err := peercred.Of(c)
 	if err != nil {
 		return err
 	}

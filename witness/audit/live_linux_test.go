@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,23 +209,9 @@ func TestLiveSessionRecords(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	eng, sess, w, signer := liveSession(t, root, rs, log, "sess-1")
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	_, port, _ := strings.Cut(testutil.ClosingListener(t), "127.0.0.1:")
 	target := filepath.Join(watched, "written-by-session")
-	script := fmt.Sprintf(`/usr/bin/id >/dev/null; exec 3<>/dev/tcp/127.0.0.1/%d; exec 3>&-; echo hi > %s; `+
+	script := fmt.Sprintf(`/usr/bin/id >/dev/null; exec 3<>/dev/tcp/127.0.0.1/%s; exec 3>&-; echo hi > %s; `+
 		`/bin/echo marker-session >/dev/null; if echo 1 > /proc/self/loginuid 2>/dev/null; then exit 7; fi; exit 0`, port, target)
 	ses, wait := sessionProcess(t, 4242, script)
 	w.(recorder.AuditBinder).BindAuditSession(ses, "")

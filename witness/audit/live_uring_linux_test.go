@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/evidence"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
@@ -45,20 +45,7 @@ func TestLiveIOURingRecorded(t *testing.T) {
 		t.Skipf("this kernel has no io_uring audit list (added in 5.16): %v", err)
 	}
 	ctl.delRule(rs.Rules[1].kernelForm())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	addr := testutil.ClosingListener(t)
 	target := filepath.Join(t.TempDir(), "opened-through-io_uring")
 	if err := os.WriteFile(target, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -66,7 +53,7 @@ func TestLiveIOURingRecorded(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	_, sess, _, signer := liveSession(t, t.TempDir(), rs, log, "uring")
 	out := filepath.Join(t.TempDir(), "probe.out")
-	ses, wait := sessionProcess(t, 4247, probe+" "+target+" "+ln.Addr().String()+" > "+out)
+	ses, wait := sessionProcess(t, 4247, probe+" "+target+" "+addr+" > "+out)
 	if err := sess.BindAuditSession(ses); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/auditnetlink"
+	"github.com/aptl/aptl-kali-capture/internal/peercred"
 	"github.com/aptl/aptl-kali-capture/internal/ratelog"
 	"github.com/aptl/aptl-kali-capture/internal/relaywire"
 )
@@ -84,7 +85,7 @@ func Listen(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if err := relaywire.CheckIDs(cfg.PeerUID, cfg.PeerGID); err != nil {
+	if err := peercred.CheckIDs(cfg.PeerUID, cfg.PeerGID); err != nil {
 		return nil, fmt.Errorf("witness relay: the sidecar's %w", err)
 	}
 	if fi, err := os.Lstat(cfg.Socket); err == nil {
