@@ -397,3 +397,52 @@ func TestCatchUpTimeoutIsAGap(t *testing.T) {
 		t.Errorf("gap %+v; want %s from the session's start %s to its end", g, vocab.GapAuditCatchUp, witnessfs.Stamp(started))
 	}
 }
+
+// noURingKernel is a kernel before 5.16: it refuses a rule of the
+// io_uring list (EINVAL) and takes the rest.
+type noURingKernel struct{ fakeKernel }
+
+func (k *noURingKernel) addRule(d ruleData) error {
+	if d.flags == filterURingExit {
+		return syscall.EINVAL
+	}
+	return k.fakeKernel.addRule(d)
+}
+
+// TestKernelWithoutTheURingList: on a kernel that refuses the io_uring
+// list the other rules load and are relied on, the io_uring rule is left
+// out with a warning, and the stats say audit_uring=unsupported; where the
+// kernel takes it, ok; a rules file without one, none.
+func TestKernelWithoutTheURingList(t *testing.T) {
+	rs, err := ParseRules(strings.NewReader("-a always,exit -F arch=b64 -S execve -k aptl_exec\n-a always,io_uring -S connect,openat -k aptl_uring\n"), "lab.rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		k      kernel
+		rules  []Rule
+		want   string
+		relied int
+	}{
+		{"no io_uring list", &noURingKernel{fakeKernel{st: status{Enabled: 1}}}, rs.Rules, "unsupported", 1},
+		{"with the list", &fakeKernel{st: status{Enabled: 1}}, rs.Rules, "ok", 2},
+		{"no io_uring rule", &fakeKernel{st: status{Enabled: 1}}, rs.Rules[:1], "none", 1},
+	} {
+		logBuf := &testutil.LockedBuffer{}
+		e := newEngine(c.k, slog.New(slog.NewTextHandler(logBuf, nil)))
+		e.want = c.rules
+		if err := e.loadRules(c.rules); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if err := e.learnListedForms(time.Now()); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if st := e.Stats(); st.URing != c.want || len(e.rules) != c.relied {
+			t.Errorf("%s: audit_uring=%s with %d rules relied on, want %s and %d", c.name, st.URing, len(e.rules), c.want, c.relied)
+		}
+		if warned := strings.Contains(logBuf.String(), "no io_uring audit list"); warned != (c.want == "unsupported") {
+			t.Errorf("%s: warned %v:\n%s", c.name, warned, logBuf)
+		}
+	}
+}
