@@ -82,8 +82,9 @@ type Stats struct {
 	// RelayDown: it cannot now (auditd is degraded).
 	Relayed, RelayDown bool
 	// URing is the io_uring list's state: "ok" (the rules file's io_uring
-	// rules are loaded), "unsupported" (the kernel has no io_uring list)
-	// or "none" (the file has no io_uring rule).
+	// rules are loaded), "unsupported" (the kernel has no io_uring list),
+	// "none" (the file has no io_uring rule) or "unknown" (a relay never
+	// reached yet: nothing is loaded).
 	URing string
 }
 
@@ -120,6 +121,9 @@ type Engine struct {
 	// ownedFile is Config.OwnedRules; earlier the digests it held at start.
 	ownedFile string
 	earlier   map[string]bool
+	// attached: the rules were loaded once (protected by mu); before
+	// that, through a relay that was never reached, their state is unknown.
+	attached bool
 	// uringUnsupported: the kernel refused the rules file's io_uring rules
 	// (no io_uring list); they are not relied on. Set by loadRules.
 	uringUnsupported bool
@@ -235,6 +239,7 @@ func (e *Engine) attachKernel(ctl kernel, mc recordSource, now time.Time) error 
 	}
 	e.mu.Lock()
 	e.stats.Rules = e.ownedRules()
+	e.attached = true
 	e.mu.Unlock()
 	return nil
 }
@@ -421,9 +426,12 @@ func (e *Engine) Stats() Stats {
 	s.Sessions = len(e.known)
 	s.Relayed, s.RelayDown = e.relay != nil, e.relayDown.open
 	s.URing = "none"
-	if e.uringUnsupported {
+	switch {
+	case !e.attached && slices.ContainsFunc(e.want, func(r Rule) bool { return r.URing }):
+		s.URing = "unknown"
+	case e.uringUnsupported:
 		s.URing = "unsupported"
-	} else if slices.ContainsFunc(e.want, func(r Rule) bool { return r.URing }) {
+	case slices.ContainsFunc(e.want, func(r Rule) bool { return r.URing }):
 		s.URing = "ok"
 	}
 	return s

@@ -432,12 +432,16 @@ func TestKernelWithoutTheURingList(t *testing.T) {
 		logBuf := &testutil.LockedBuffer{}
 		e := newEngine(c.k, slog.New(slog.NewTextHandler(logBuf, nil)))
 		e.want = c.rules
+		if c.want != "none" && e.Stats().URing != "unknown" {
+			t.Errorf("%s: before the rules are loaded audit_uring=%s, want unknown", c.name, e.Stats().URing)
+		}
 		if err := e.loadRules(c.rules); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		if err := e.learnListedForms(time.Now()); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
+		e.attached = true // as attachKernel, whose steps these are
 		if st := e.Stats(); st.URing != c.want || len(e.rules) != c.relied {
 			t.Errorf("%s: audit_uring=%s with %d rules relied on, want %s and %d", c.name, st.URing, len(e.rules), c.want, c.relied)
 		}
