@@ -28,6 +28,9 @@ func TestParseStatus(t *testing.T) {
 	if _, err := ParseStatus(make([]byte, StatusLen-1)); err == nil {
 		t.Fatal("a short status parsed")
 	}
+	if _, err := ParseStatus(make([]byte, StatusLen)); err != nil {
+		t.Fatalf("a status of StatusLen bytes: %v", err)
+	}
 	b := make([]byte, 40)
 	ne := binary.NativeEndian
 	for i, v := range []uint32{0, 1, 2, 77, 9, 8192, 5, 3} {

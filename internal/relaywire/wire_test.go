@@ -65,7 +65,7 @@ func TestFramesRoundTrip(t *testing.T) {
 	for _, c := range []struct {
 		errno uint32
 		msg   string
-	}{{0, ""}, {17, ""}, {0, "audit: no reply within 2s"}} {
+	}{{0, ""}, {17, ""}, {1<<15 - 1, ""}, {0, "audit: no reply within 2s"}} {
 		f, err := Parse(Done(c.errno, c.msg), TypeDone)
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +75,12 @@ func TestFramesRoundTrip(t *testing.T) {
 			t.Fatalf("done %v: %d %q %v", c, errno, msg, err)
 		}
 	}
-	// A message past the bound is cut to it, never refused by the sender.
+	// A message of the bound is kept whole; past it, cut to it, never
+	// refused by the sender.
+	f, _ = Parse(Done(0, strings.Repeat("m", MaxMessage)), TypeDone)
+	if _, msg, err := ParseDone(f); err != nil || len(msg) != MaxMessage {
+		t.Fatalf("done message of the bound: %d bytes, %v", len(msg), err)
+	}
 	f, _ = Parse(Done(0, strings.Repeat("m", 2*MaxMessage)), TypeDone)
 	if _, msg, err := ParseDone(f); err != nil || len(msg) != MaxMessage {
 		t.Fatalf("long done message: %d bytes, %v", len(msg), err)

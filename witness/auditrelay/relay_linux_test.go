@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,7 +103,10 @@ func relay(t *testing.T, k *fakeKernel, uid, gid int) (Peer, *testutil.LockedBuf
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve after its context ended: %v, want nil", err)
+			}
 		case <-time.After(5 * time.Second):
 			t.Error("Serve did not return after its context ended")
 		}
@@ -276,5 +280,116 @@ func TestQueueDropsPastItsBound(t *testing.T) {
 	q.shut()
 	if _, _, ok := q.take(); ok {
 		t.Fatal("take after shut")
+	}
+	// Drops in a row on an empty queue share one entry.
+	q = newQueue(10)
+	q.drop(1)
+	q.drop(2)
+	q.put([]byte("a"))
+	if _, dropped, _ := q.take(); dropped != 3 {
+		t.Fatalf("two drops on an empty queue: %d dropped in the first entry, want 3", dropped)
+	}
+}
+
+// fakeRelay answers a client's hello with a welcome as the relay does, as
+// the relay's uid and gid (this process's), then hands the connection to
+// serve: a relay that breaks the protocol in ways the real one never does.
+func fakeRelay(t *testing.T, serve func(c *relaywire.Conn)) Peer {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "fake.sock")
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			uc, err := ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			c := relaywire.NewConn(uc)
+			if _, err := c.Read(relaywire.TypeHello); err == nil && c.Write(relaywire.Encode(relaywire.TypeWelcome, relaywire.Version), time.Now().Add(time.Second)) == nil {
+				serve(c)
+			}
+			c.Close()
+		}
+	}()
+	return Peer{Socket: sock, UID: os.Getuid(), GID: os.Getgid()}
+}
+
+// The client refuses replies the protocol does not allow, and each ends
+// the connection (ErrDown): two statuses, none, a listing past MaxListed.
+func TestClientRefusesARelaysBadReplies(t *testing.T) {
+	status := make([]byte, auditnetlink.StatusLen)
+	statusFrame, _ := relaywire.EncodeBytes(relaywire.TypeStatusReply, status)
+	for _, c := range []struct {
+		name    string
+		replies [][]byte
+		call    func(*Control) error
+		want    string
+	}{
+		{"two statuses", [][]byte{statusFrame, statusFrame, relaywire.Done(0, "")}, func(k *Control) error { _, err := k.Status(); return err }, "two status replies"},
+		{"no status", [][]byte{relaywire.Done(0, "")}, func(k *Control) error { _, err := k.Status(); return err }, "without a status"},
+		{"a status of StatusLen bytes", [][]byte{statusFrame, relaywire.Done(0, "")}, func(k *Control) error { _, err := k.Status(); return err }, ""},
+		{"a bad errno", [][]byte{relaywire.Encode(relaywire.TypeDone, 1<<15)}, func(k *Control) error { return k.Set(1, 1, 0) }, "errno 32768"},
+		{"the relay's own failure", [][]byte{relaywire.Done(0, "audit: no reply within 2s")}, func(k *Control) error { return k.Set(1, 1, 0) }, "witness relay: audit: no reply within 2s"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			peer := fakeRelay(t, func(conn *relaywire.Conn) {
+				if _, err := conn.Read(relaywire.TypeStatus, relaywire.TypeSet); err != nil {
+					return
+				}
+				for _, r := range c.replies {
+					conn.Write(r, time.Now().Add(time.Second))
+				}
+			})
+			k, err := DialControl(peer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			err = c.call(k)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("%v, want none", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// A listing is bounded: MaxListed rules are taken, one more ends the
+// connection.
+func TestClientBoundsTheListing(t *testing.T) {
+	rule, _ := relaywire.EncodeBytes(relaywire.TypeRule, []byte{1})
+	for _, n := range []int{auditnetlink.MaxListed, auditnetlink.MaxListed + 1} {
+		peer := fakeRelay(t, func(conn *relaywire.Conn) {
+			if _, err := conn.Read(relaywire.TypeListRules); err != nil {
+				return
+			}
+			for range n {
+				if conn.Write(rule, time.Now().Add(5*time.Second)) != nil {
+					return
+				}
+			}
+			conn.Write(relaywire.Done(0, ""), time.Now().Add(time.Second))
+		})
+		k, err := DialControl(peer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, err := k.ListRules()
+		k.Close()
+		if n == auditnetlink.MaxListed && (err != nil || len(rules) != n) {
+			t.Errorf("a listing of %d rules: %d, %v", n, len(rules), err)
+		}
+		if n > auditnetlink.MaxListed && (err == nil || !errors.Is(err, ErrDown) || !strings.Contains(err.Error(), "more than")) {
+			t.Errorf("a listing of %d rules: %v, want the connection ended", n, err)
+		}
 	}
 }
