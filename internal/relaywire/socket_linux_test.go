@@ -53,9 +53,11 @@ func TestConnCarriesFramesWhole(t *testing.T) {
 
 func TestConnRefusesAnOversizedRecord(t *testing.T) {
 	a, b := pair(t)
-	if err := a.Write(make([]byte, MaxFrame+1), time.Now().Add(time.Second)); err == nil {
-		t.Fatal("Write sent a frame past the bound")
+	if err := a.Write(make([]byte, MaxFrame+1), time.Now().Add(time.Second)); err == nil || !strings.Contains(err.Error(), "want 1 to 65537") {
+		t.Fatalf("Write of a frame past the bound: %v", err)
 	}
+	// Equivalent mutant: Write's short-write check (a SOCK_SEQPACKET
+	// send is whole or fails) cannot be reached from a test.
 	// A peer that does not use Write: one byte past the bound.
 	big := make([]byte, MaxFrame+1)
 	big[0] = byte(TypeRecord)
@@ -72,6 +74,13 @@ func TestConnRefusesAnOversizedRecord(t *testing.T) {
 // off, Linux 6.16+), or the reader refuses the frame and closes it.
 func TestConnTakesNoDescriptor(t *testing.T) {
 	a, b := pair(t)
+	rc, _ := b.Unix().SyscallConn()
+	rc.Control(func(fd uintptr) {
+		v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSRIGHTS)
+		if err == nil && v != 0 {
+			t.Errorf("SO_PASSRIGHTS is %d on a wrapped connection, want 0", v)
+		}
+	})
 	f, err := os.Open("/dev/null")
 	if err != nil {
 		t.Fatal(err)

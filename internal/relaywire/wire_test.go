@@ -76,7 +76,8 @@ func TestFramesRoundTrip(t *testing.T) {
 		}
 	}
 	// A message of the bound is kept whole; past it, cut to it, never
-	// refused by the sender.
+	// refused by the sender. Equivalent mutant: Done's `> MaxMessage` as
+	// `>=` cuts a message of exactly the bound to itself.
 	f, _ = Parse(Done(0, strings.Repeat("m", MaxMessage)), TypeDone)
 	if _, msg, err := ParseDone(f); err != nil || len(msg) != MaxMessage {
 		t.Fatalf("done message of the bound: %d bytes, %v", len(msg), err)
@@ -123,8 +124,8 @@ func TestHelloAndDoneRefuseTheirBadFields(t *testing.T) {
 	if _, err := EncodeBytes(TypeRule, nil); err == nil {
 		t.Error("EncodeBytes took an empty body")
 	}
-	if _, err := EncodeBytes(TypeRecord, make([]byte, MaxFrame)); err == nil {
-		t.Error("EncodeBytes took a body past the bound")
+	if _, err := EncodeBytes(TypeRecord, make([]byte, MaxFrame)); err == nil || !strings.Contains(err.Error(), "want 1 to 65536") {
+		t.Errorf("EncodeBytes of a body past the bound: %v", err)
 	}
 	if _, err := EncodeBytes(TypeRecord, make([]byte, MaxFrame-1)); err != nil {
 		t.Errorf("EncodeBytes refused a body at the bound: %v", err)

@@ -364,7 +364,9 @@ func TestClientRefusesARelaysBadReplies(t *testing.T) {
 }
 
 // A listing is bounded: MaxListed rules are taken, one more ends the
-// connection.
+// connection. Lived mutants not killed: request's read deadline (a relay
+// that never answers fails after requestWait, 4 s, which no unit test
+// waits out; TestLiveRelayKilledMidSession covers a relay that goes).
 func TestClientBoundsTheListing(t *testing.T) {
 	rule, _ := relaywire.EncodeBytes(relaywire.TypeRule, []byte{1})
 	for _, n := range []int{auditnetlink.MaxListed, auditnetlink.MaxListed + 1} {
