@@ -21,8 +21,8 @@ coefficient=${TIMEOUT_COEFFICIENT:-10}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/aptl-mutation-XXXXXX")}
 mkdir -p "$OUT"
 if [ "$#" -eq 0 ]; then
-	set -- ./integrity ./recorder ./evidence ./internal/scriptfmt ./internal/agentwire \
-		./witness/pcap ./witness/audit ./broker ./agentd
+	set -- ./integrity ./recorder ./evidence ./internal/scriptfmt ./internal/agentwire ./internal/relaywire \
+		./witness/pcap ./witness/audit ./witness/auditrelay ./broker ./agentd
 fi
 printf '%-22s %7s %6s %12s %10s %9s %9s %8s\n' package killed lived "not covered" "timed out" efficacy coverage time
 for pkg in "$@"; do
