@@ -166,7 +166,10 @@ var sesNumber = regexp.MustCompile(`^[0-9]{1,10}$`)
 func (v *verifier) followMove(t *sesTerms, text, ses, rel string, off int64) string {
 	old, _ := auditfmt.Field(text, "old-ses")
 	res, _ := auditfmt.Field(text, "res")
-	if res != "1" || (old != t.ses && !t.moved[old]) || old == ses {
+	// The kernel numbers audit sessions upward: a move goes to a newer one.
+	oldN, err1 := strconv.ParseUint(old, 10, 32)
+	newN, err2 := strconv.ParseUint(ses, 10, 32)
+	if res != "1" || (old != t.ses && !t.moved[old]) || err1 != nil || err2 != nil || newN <= oldN {
 		return ses
 	}
 	if !t.moved[ses] && ses != t.ses && sesNumber.MatchString(ses) && len(t.moved) < maxMoves {

@@ -52,3 +52,57 @@ func TestAuditTTYNamesBounded(t *testing.T) {
 		t.Errorf("name %d of a bound of %d kept", maxTTYNames+1, maxTTYNames)
 	}
 }
+
+// TestAuditMovesFollowed: a LOGIN record that moved a process of the
+// session (old-ses its own, res=1) to a newer audit session makes that
+// session's records the session's, noted once; one that failed, came from
+// another session, or goes to an older session does not, and the records
+// of those sessions stay foreign; moves are bounded.
+func TestAuditMovesFollowed(t *testing.T) {
+	login := func(old, ses, res string) []byte {
+		return []byte("audit(1.0:1): pid=9 uid=0 old-auid=1000 auid=0 tty=(none) old-ses=" + old + " ses=" + ses + " res=" + res)
+	}
+	for _, tc := range []struct {
+		name    string
+		records [][2][]byte // type, text
+		foreign int
+		notes   int
+	}{
+		{"a move and its records", [][2][]byte{{[]byte("LOGIN"), login("7", "8", "1")}, {[]byte("SYSCALL"), syscallRecord("pts0", "8")}}, 0, 1},
+		{"a chain of moves", [][2][]byte{{[]byte("LOGIN"), login("7", "8", "1")}, {[]byte("LOGIN"), login("8", "9", "1")}, {[]byte("SYSCALL"), syscallRecord("pts0", "9")}}, 0, 2},
+		{"a failed change", [][2][]byte{{[]byte("LOGIN"), login("7", "8", "0")}, {[]byte("SYSCALL"), syscallRecord("pts0", "8")}}, 2, 0},
+		{"from another session", [][2][]byte{{[]byte("LOGIN"), login("5", "8", "1")}, {[]byte("SYSCALL"), syscallRecord("pts0", "8")}}, 2, 0},
+		{"to an older session", [][2][]byte{{[]byte("LOGIN"), login("7", "6", "1")}, {[]byte("SYSCALL"), syscallRecord("pts0", "6")}}, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newTestVerifier()
+			v.rep.LastVerifiedSeq = 5
+			v.rep.AuditSession = &AuditSessionReport{Ses: 7, TTY: "/dev/pts/0", seq: 1}
+			read := v.auditTerms("audit/audit-000001.log")
+			for i, r := range tc.records {
+				read(r[0], r[1], int64(i))
+			}
+			foreign := 0
+			for _, a := range v.rep.Anomalies {
+				if a.Kind == KindAuditForeignSes {
+					foreign++
+				}
+			}
+			// The first foreign record of a file is reported, the rest counted.
+			if (foreign > 0) != (tc.foreign > 0) || len(v.rep.Notes) != tc.notes {
+				t.Errorf("foreign anomalies %d, notes %d (%v); want foreign %v, %d notes", foreign, len(v.rep.Notes), v.rep.Notes, tc.foreign > 0, tc.notes)
+			}
+		})
+	}
+	// Bounded: past maxMoves, a move is not followed.
+	v := newTestVerifier()
+	v.rep.LastVerifiedSeq = 5
+	v.rep.AuditSession = &AuditSessionReport{Ses: 7, seq: 1}
+	read := v.auditTerms("audit/audit-000001.log")
+	for i := range maxMoves + 1 {
+		read([]byte("LOGIN"), login(fmt.Sprint(7+i), fmt.Sprint(8+i), "1"), int64(i))
+	}
+	if len(v.terms.moved) != maxMoves {
+		t.Errorf("%d moves followed, want the bound %d", len(v.terms.moved), maxMoves)
+	}
+}

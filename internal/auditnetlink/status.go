@@ -34,10 +34,17 @@ func ParseStatus(b []byte) (Status, error) {
 // setPayload is AUDIT_SET's body changing only what mask says: enabled
 // and the backlog limit. A mask with any other bit is refused, so no
 // caller (the relay's peer included) can set the daemon pid, the failure
-// mode or the rate limit through this package.
+// mode or the rate limit through this package; and so are the values the
+// witness never asks for: enabled 2 locks the host's audit configuration
+// until a reboot, a backlog limit of 0 lifts the kernel's bound.
 func setPayload(mask, enabled, backlogLimit uint32) ([]byte, error) {
-	if mask&^(StatusEnabled|StatusBacklog) != 0 {
+	switch {
+	case mask&^(StatusEnabled|StatusBacklog) != 0:
 		return nil, errors.New("audit: set may change only enabled and the backlog limit")
+	case mask&StatusEnabled != 0 && enabled > 1:
+		return nil, errors.New("audit: set may turn auditing on or off, never lock its configuration")
+	case mask&StatusBacklog != 0 && backlogLimit == 0:
+		return nil, errors.New("audit: set may not lift the backlog limit (0)")
 	}
 	p := make([]byte, 40)
 	ne := binary.NativeEndian

@@ -14,6 +14,14 @@ func TestSetChangesOnlyEnabledAndTheBacklog(t *testing.T) {
 			t.Errorf("mask %#x accepted", mask)
 		}
 	}
+	for _, c := range [][3]uint32{{StatusEnabled, 2, 0}, {StatusEnabled, 3, 0}, {StatusBacklog, 0, 0}, {StatusEnabled | StatusBacklog, 1, 0}} {
+		if _, err := setPayload(c[0], c[1], c[2]); err == nil {
+			t.Errorf("set %#x enabled=%d backlog=%d accepted", c[0], c[1], c[2])
+		}
+	}
+	if _, err := setPayload(StatusEnabled, 0, 0); err != nil {
+		t.Errorf("turning auditing off refused: %v", err)
+	}
 	p, err := setPayload(StatusEnabled|StatusBacklog, 1, 8192)
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,9 @@
 //	                           ◀───────────────────── record {one multicast datagram, as the kernel sent it}
 //	                           ◀───────────────────── overrun {count}: datagrams the kernel or the
 //	                                                  relay's queue dropped since the last frame
+//	                           ◀───────────────────── idle {unix nanoseconds}: at that instant the
+//	                                                  kernel's socket was empty and every record
+//	                                                  read before it was ahead of this frame
 //
 // A frame is one SOCK_SEQPACKET record, so frames are never split or
 // merged: a type byte, then the body; a record longer than MaxFrame is
@@ -48,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 )
 
 // Version is the protocol version; both sides refuse any other.
@@ -78,13 +82,14 @@ const (
 	TypeDone        Type = 10
 	TypeRecord      Type = 11
 	TypeOverrun     Type = 12
+	TypeIdle        Type = 13
 )
 
 var typeNames = map[Type]string{
 	TypeHello: "hello", TypeWelcome: "welcome", TypeStatus: "status", TypeSet: "set",
 	TypeAddRule: "add-rule", TypeDelRule: "del-rule", TypeListRules: "list-rules",
 	TypeStatusReply: "status-reply", TypeRule: "rule", TypeDone: "done",
-	TypeRecord: "record", TypeOverrun: "overrun",
+	TypeRecord: "record", TypeOverrun: "overrun", TypeIdle: "idle",
 }
 
 func (t Type) String() string {
@@ -148,7 +153,7 @@ var bodyLen = map[Type]int{
 	TypeHello: 8, TypeWelcome: 4, TypeStatus: 0, TypeSet: 12, TypeAddRule: -1,
 	TypeDelRule: -1, TypeListRules: 0, TypeStatusReply: -1, TypeRule: -1,
 	TypeDone:   -2, // an errno and a message (ParseDone)
-	TypeRecord: -1, TypeOverrun: 4,
+	TypeRecord: -1, TypeOverrun: 4, TypeIdle: 8,
 }
 
 func (f Frame) checkBody() error {
@@ -183,6 +188,18 @@ func EncodeBytes(t Type, b []byte) ([]byte, error) {
 
 // U32 is the body's i-th u32 field; the body's length was checked by Parse.
 func (f Frame) U32(i int) uint32 { return binary.BigEndian.Uint32(f.Body[4*i:]) }
+
+// Idle is the frame saying that at t the kernel's socket was empty and
+// every record read before it has been sent.
+func Idle(t time.Time) []byte {
+	n := uint64(t.UnixNano())
+	return Encode(TypeIdle, uint32(n>>32), uint32(n))
+}
+
+// ParseIdle returns an idle frame's instant.
+func ParseIdle(f Frame) time.Time {
+	return time.Unix(0, int64(uint64(f.U32(0))<<32|uint64(f.U32(1))))
+}
 
 // Hello is a client's first frame.
 func Hello(role Role) []byte { return Encode(TypeHello, Version, uint32(role)) }

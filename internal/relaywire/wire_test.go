@@ -5,12 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 var allTypes = []Type{TypeHello, TypeWelcome, TypeStatus, TypeSet, TypeAddRule, TypeDelRule,
-	TypeListRules, TypeStatusReply, TypeRule, TypeDone, TypeRecord, TypeOverrun}
+	TypeListRules, TypeStatusReply, TypeRule, TypeDone, TypeRecord, TypeOverrun, TypeIdle}
 
 func TestParseRefusesWhatTheProtocolDoesNotAllow(t *testing.T) {
 	big := make([]byte, MaxFrame+1)
@@ -53,6 +54,10 @@ func TestFramesRoundTrip(t *testing.T) {
 	f, err = Parse(Encode(TypeSet, 0x10, 1, 8192), TypeSet)
 	if err != nil || f.U32(0) != 0x10 || f.U32(1) != 1 || f.U32(2) != 8192 {
 		t.Fatalf("set: %+v %v", f, err)
+	}
+	at := time.Unix(1796298833, 123456789)
+	if f, err := Parse(Idle(at), TypeIdle); err != nil || !ParseIdle(f).Equal(at) {
+		t.Fatalf("idle: %v %v", f, err)
 	}
 	rule := []byte{1, 2, 3, 0, 255}
 	b, err := EncodeBytes(TypeAddRule, rule)

@@ -121,6 +121,14 @@ type Engine struct {
 	// ownedFile is Config.OwnedRules; earlier the digests it held at start.
 	ownedFile string
 	earlier   map[string]bool
+	// released: the engine stopped, its rules removed (protected by
+	// statusMu): a closing session's poll asks nothing more.
+	released bool
+	// intent are the digests of rules being added, kept in the
+	// owned-rules file until the kernel's answer (owned.go).
+	intent map[string]bool
+	// lastAttempt is the loop's last attempt to reach the relay.
+	lastAttempt time.Time
 	// attached: the rules were loaded once (protected by mu); before
 	// that, through a relay that was never reached, their state is unknown.
 	attached bool
@@ -248,7 +256,7 @@ func (e *Engine) attachKernel(ctl kernel, mc recordSource, now time.Time) error 
 func newEngine(ctl kernel, log *slog.Logger) *Engine {
 	return &Engine{ctl: ctl, log: log, bound: map[uint32][]*witness{}, known: map[uint32]bool{}, moved: map[uint32][]uint32{},
 		pending: map[uint32][]*Event{}, pendAt: map[uint32]time.Time{}, open: map[*witness]bool{},
-		acct: newProcAcct(), done: make(chan struct{}), undo: func() {}, now: time.Now}
+		acct: newProcAcct(), done: make(chan struct{}), undo: func() {}, now: time.Now, intent: map[string]bool{}}
 }
 
 // prepareKernel enables auditing if it is off (syscall records need it;
@@ -305,7 +313,7 @@ next:
 				r.WatchDir = true
 			}
 			if known == 0 {
-				e.log.Warn("audit: a watch resolves in the sidecar's mount namespace, not the workload's", "rule", r.Where, "path", r.Watch)
+				e.log.Warn("audit: a watch resolves in the mount namespace of the process that adds the rule (serve's, or the witness relay's), not the workload's", "rule", r.Where, "path", r.Watch)
 			}
 		}
 		d := r.kernelForm()
@@ -325,18 +333,30 @@ next:
 			}
 			continue next
 		}
+		// Its digest is in the owned-rules file before the add: an add whose
+		// outcome is lost (the relay gone before its answer) is found
+		// loaded by the next attempt, and known for the engine's.
+		digest := ruleDigest(d)
+		e.intent[digest] = true
+		e.saveOwned()
 		err := e.ctl.addRule(d)
+		if !errors.Is(err, auditrelay.ErrDown) {
+			delete(e.intent, digest) // the kernel answered: owned, or not
+		}
 		if r.URing && errors.Is(err, syscall.EINVAL) {
 			// A kernel before 5.16 has no io_uring list: readiness says
 			// so (audit_uring=unsupported), and the rest is witnessed.
-			if !e.uringUnsupported {
+			e.mu.Lock()
+			warn := !e.uringUnsupported
+			e.uringUnsupported = true
+			e.mu.Unlock()
+			if warn {
 				e.log.Warn("audit: this kernel has no io_uring audit list (Linux 5.16+); io_uring operations are not witnessed: refuse io_uring to the workload (compose/kali/seccomp.json)", "rule", r.Where)
 			}
-			e.uringUnsupported = true
 			continue
 		}
 		if errors.Is(err, syscall.EEXIST) {
-			if e.earlier[ruleDigest(d)] {
+			if e.earlier[digest] || e.intent[digest] {
 				e.log.Info("audit: rule left in the kernel by an earlier run of this sidecar, which stopped without removing it; it is removed at stop", "rule", r.Where)
 				e.rules = append(e.rules, reliedRule{where: r.Where, load: d, owned: true})
 				continue
@@ -378,6 +398,10 @@ func (e *Engine) Close() error {
 }
 
 func (e *Engine) release() error {
+	// A session closing now polls the kernel too (detach): not any more.
+	e.statusMu.Lock()
+	defer e.statusMu.Unlock()
+	e.released = true
 	var errs []error
 	for i := range e.rules {
 		r := &e.rules[i]
@@ -486,8 +510,13 @@ func (e *Engine) turn(asm *assembler, data []byte, err error, now time.Time) {
 	settled := asm.settled(idle, now)
 	e.mu.Lock()
 	e.settledAt = settled
-	if e.relay != nil && !e.relayDown.open {
-		e.relayDown.good = now // records were reachable until now
+	if s, ok := e.mc.(interface{ Settled() time.Time }); ok && !e.relayDown.open {
+		// The relay's last idle frame: every record the kernel sent
+		// before it has been read. Not now: records the relay had queued
+		// when its connection ends are lost, and must be inside the window.
+		if at := s.Settled(); at.After(e.relayDown.good) {
+			e.relayDown.good = at
+		}
 	}
 	e.mu.Unlock()
 }
@@ -517,7 +546,7 @@ func parseDatagram(asm *assembler, data []byte, now time.Time) []*Event {
 func (e *Engine) pollStatus(now time.Time) {
 	e.statusMu.Lock()
 	defer e.statusMu.Unlock()
-	if e.Stats().RelayDown {
+	if e.released || e.Stats().RelayDown {
 		return // nothing can be asked; the window says so
 	}
 	st, err := e.ctl.status()

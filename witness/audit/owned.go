@@ -64,9 +64,17 @@ func (e *Engine) saveOwned() {
 		return
 	}
 	var b strings.Builder
+	seen := map[string]bool{}
 	for _, r := range e.rules {
-		if r.owned {
-			b.WriteString(ruleDigest(r.load) + "\n")
+		if d := ruleDigest(r.load); r.owned && !seen[d] {
+			seen[d] = true
+			b.WriteString(d + "\n")
+		}
+	}
+	for d := range e.intent {
+		if !seen[d] {
+			seen[d] = true
+			b.WriteString(d + "\n")
 		}
 	}
 	err := func() error {

@@ -17,10 +17,13 @@ import (
 // last read that found it alive to the reconnection is a gap of every
 // open session (vocab.GapAuditRelayDown), stated at once with why, and
 // again whole when it ends; a session that starts or closes inside it
-// gets it too. The loop retries every relayRetry. At the reconnection the
-// engine asks the kernel again for everything Start did (auditing on, the
-// backlog limit, every rule it relies on: the relay may have come back on
-// a kernel whose rules someone removed meanwhile), then ends the window.
+// gets it too. The window starts at the relay's last idle frame (the last
+// instant it had sent every record it had read), not at the last read:
+// what it had queued when it went is lost too. The loop retries every
+// relayRetry. At the reconnection it ends the window and checks at once
+// what the witness relies on (auditing on, every rule: the relay may have
+// come back on a kernel whose rules someone removed meanwhile), as every
+// poll does, restoring it and stating that window by its own reason.
 
 // relayRetry is the wait between attempts to reach a missing relay.
 const relayRetry = time.Second
@@ -43,7 +46,13 @@ func (e *Engine) startRelayed(cfg Config) error {
 	return nil
 }
 
-// connectRelay dials both connections and attaches them as the kernel.
+// connectRelay dials both connections and takes them as the kernel: the
+// first time with everything Start does (rules loaded, their listed forms
+// learnt), later by swapping them in and checking at once what the
+// witness relies on (kernelwatch_linux.go), which restores what is
+// missing and states its own windows: a refusal there (a configuration
+// locked meanwhile) is such a window, never a reason to stay away from a
+// relay that answers.
 func (e *Engine) connectRelay(now time.Time) error {
 	ctl, err := auditrelay.DialControl(*e.relay)
 	if err != nil {
@@ -54,11 +63,23 @@ func (e *Engine) connectRelay(now time.Time) error {
 		ctl.Close()
 		return err
 	}
-	if err := e.attachKernel(&control{raw: ctl}, mc, now); err != nil {
-		ctl.Close()
-		mc.Close()
-		return err
+	e.mu.Lock()
+	attached := e.attached
+	e.mu.Unlock()
+	if !attached {
+		if err := e.attachKernel(&control{raw: ctl}, mc, now); err != nil {
+			ctl.Close()
+			mc.Close()
+			e.statusMu.Lock()
+			e.ctl, e.mc = nil, nil
+			e.statusMu.Unlock()
+			return err
+		}
+		return nil
 	}
+	e.statusMu.Lock()
+	e.ctl, e.mc = &control{raw: ctl}, mc
+	e.statusMu.Unlock()
 	return nil
 }
 
@@ -77,9 +98,20 @@ func (e *Engine) lostRelay(err error, now time.Time) {
 		"since", b.good.UTC().Format(time.RFC3339Nano), "err", err.Error())
 }
 
-// reconnect is one attempt of the loop's to reach the relay again; it
-// waits relayRetry (or until stop) after a failed one.
+// reconnect is one attempt of the loop's to reach the relay again, at
+// most one every relayRetry (a relay that accepts and drops at once does
+// not make the loop spin).
 func (e *Engine) reconnect(now time.Time) {
+	if wait := relayRetry - time.Since(e.lastAttempt); wait > 0 {
+		for deadline := time.Now().Add(wait); time.Now().Before(deadline) && !e.stop.Load(); {
+			time.Sleep(pollEvery)
+		}
+		if e.stop.Load() {
+			return
+		}
+		now = time.Now()
+	}
+	e.lastAttempt = now
 	e.statusMu.Lock()
 	if e.mc != nil {
 		e.mc.Close()
@@ -87,6 +119,7 @@ func (e *Engine) reconnect(now time.Time) {
 	if e.ctl != nil {
 		e.ctl.Close()
 	}
+	e.ctl, e.mc = nil, nil
 	e.statusMu.Unlock()
 	if err := e.connectRelay(now); err != nil {
 		e.mu.Lock()
@@ -95,13 +128,9 @@ func (e *Engine) reconnect(now time.Time) {
 			e.log.Info("audit: the witness relay is still unreachable", "err", err.Error())
 		}
 		e.mu.Unlock()
-		for deadline := time.Now().Add(relayRetry); time.Now().Before(deadline) && !e.stop.Load(); {
-			time.Sleep(pollEvery)
-		}
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	b := &e.relayDown
 	end := time.Now()
 	g := b.window(end)
@@ -110,6 +139,10 @@ func (e *Engine) reconnect(now time.Time) {
 	e.log.Warn("audit: the witness relay is reachable again; the sessions' records hold the window as a gap",
 		"since", b.good.UTC().Format(time.RFC3339Nano))
 	b.open, b.err, b.good = false, "", end
+	e.mu.Unlock()
+	// What the witness relies on, checked now rather than at the next
+	// poll: the kernel's rules may have gone while nobody was watching.
+	e.pollStatus(end)
 }
 
 // overruns is the count an overrun error carries: the relay counts

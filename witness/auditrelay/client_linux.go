@@ -188,7 +188,10 @@ func (k *Control) Close() error {
 }
 
 // Records is the relay's records connection.
-type Records struct{ c *relaywire.Conn }
+type Records struct {
+	c       *relaywire.Conn
+	settled time.Time // the last idle frame's instant
+}
 
 // DialRecords connects a records connection.
 func DialRecords(p Peer) (*Records, error) {
@@ -214,12 +217,17 @@ func (e *OverrunError) Unwrap() error { return auditnetlink.ErrOverrun }
 // none came.
 func (r *Records) Read(buf []byte, timeout time.Duration) ([]byte, error) {
 	r.c.Unix().SetReadDeadline(time.Now().Add(timeout))
-	f, err := r.c.Read(relaywire.TypeRecord, relaywire.TypeOverrun)
+	f, err := r.c.Read(relaywire.TypeRecord, relaywire.TypeOverrun, relaywire.TypeIdle)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, nil
 	case err != nil:
 		return nil, down(err)
+	case f.Type == relaywire.TypeIdle:
+		if at := relaywire.ParseIdle(f); at.After(r.settled) {
+			r.settled = at
+		}
+		return nil, nil
 	case f.Type == relaywire.TypeOverrun:
 		return nil, &OverrunError{Count: uint64(f.U32(0))}
 	case len(f.Body) > len(buf):
@@ -227,6 +235,12 @@ func (r *Records) Read(buf []byte, timeout time.Duration) ([]byte, error) {
 	}
 	return buf[:copy(buf, f.Body)], nil
 }
+
+// Settled is the last instant the relay found the kernel's socket empty,
+// having sent every record it read before: records the kernel sent after
+// it may be lost if the connection ends now. Zero until the first idle
+// frame. Not safe for use beside Read.
+func (r *Records) Settled() time.Time { return r.settled }
 
 // Close ends the connection.
 func (r *Records) Close() error { return r.c.Close() }

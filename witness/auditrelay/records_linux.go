@@ -32,7 +32,7 @@ func serveRecords(c *relaywire.Conn, k kernelRecords) error {
 	})
 	defer c.Unix().SetReadDeadline(time.Now()) // ends the read above on any return
 	for {
-		datagram, dropped, ok := q.take()
+		e, ok := q.take()
 		if !ok {
 			select {
 			case err := <-peerGone:
@@ -45,15 +45,19 @@ func serveRecords(c *relaywire.Conn, k kernelRecords) error {
 			}
 		}
 		deadline := time.Now().Add(writeWait)
-		if dropped > 0 {
-			if err := c.Write(relaywire.Encode(relaywire.TypeOverrun, uint32(min(dropped, 1<<32-1))), deadline); err != nil {
+		switch {
+		case e.dropped > 0:
+			if err := c.Write(relaywire.Encode(relaywire.TypeOverrun, uint32(min(e.dropped, 1<<32-1))), deadline); err != nil {
 				return err
 			}
-		}
-		if datagram == nil {
+			continue
+		case !e.idle.IsZero():
+			if err := c.Write(relaywire.Idle(e.idle), deadline); err != nil {
+				return err
+			}
 			continue
 		}
-		frame, err := relaywire.EncodeBytes(relaywire.TypeRecord, datagram)
+		frame, err := relaywire.EncodeBytes(relaywire.TypeRecord, e.datagram)
 		if err != nil {
 			q.drop(1) // longer than the protocol carries: counted, never cut
 			continue
@@ -64,17 +68,27 @@ func serveRecords(c *relaywire.Conn, k kernelRecords) error {
 	}
 }
 
-// drain reads the multicast socket into q until stop.
+// idleEvery is how often a busy relay looks, without waiting, whether the
+// kernel's socket is empty, to say so (an idle frame); a quiet one says so
+// after each readEvery without records.
+const idleEvery = 100 * time.Millisecond
+
+// drain reads the multicast socket into q until stop. Whenever it finds
+// the socket empty it queues an idle entry: the sidecar dates a lost
+// connection's window from the last one it received, since records read
+// after it may have been in the queue when the connection ended.
 func drain(k kernelRecords, q *queue, stop <-chan struct{}) {
 	defer q.shut()
 	buf := make([]byte, relaywire.MaxFrame)
+	var lastIdle time.Time
+	wait := readEvery
 	for {
 		select {
 		case <-stop:
 			return
 		default:
 		}
-		b, err := k.Read(buf, readEvery)
+		b, err := k.Read(buf, wait)
 		switch {
 		case errors.Is(err, auditnetlink.ErrOverrun):
 			q.drop(1)
@@ -82,6 +96,16 @@ func drain(k kernelRecords, q *queue, stop <-chan struct{}) {
 			return
 		case b != nil:
 			q.put(append([]byte(nil), b...))
+		default:
+			lastIdle = time.Now()
+			q.markIdle(lastIdle)
+		}
+		// Busy: the next read looks without waiting once idleEvery has
+		// passed, so that an empty socket is noticed even when records
+		// keep coming.
+		wait = readEvery
+		if b != nil && time.Since(lastIdle) >= idleEvery {
+			wait = 0
 		}
 	}
 }
@@ -99,10 +123,12 @@ type queue struct {
 	closed bool
 }
 
-// entry is a datagram, or (nil datagram) a count of datagrams dropped.
+// entry is a datagram, a count of datagrams dropped, or an instant at
+// which the kernel's socket was found empty.
 type entry struct {
 	datagram []byte
 	dropped  uint64
+	idle     time.Time
 }
 
 func newQueue(limit int) *queue {
@@ -131,11 +157,24 @@ func (q *queue) drop(n uint64) {
 }
 
 func (q *queue) dropLocked(n uint64) {
-	if last := len(q.items) - 1; last >= 0 && q.items[last].datagram == nil {
+	if last := len(q.items) - 1; last >= 0 && q.items[last].dropped > 0 {
 		q.items[last].dropped += n
 		return
 	}
 	q.items = append(q.items, entry{dropped: n})
+}
+
+// markIdle queues an idle entry; one right behind another replaces it, so
+// idle entries are bounded by the datagrams too.
+func (q *queue) markIdle(at time.Time) {
+	q.mu.Lock()
+	if last := len(q.items) - 1; last >= 0 && !q.items[last].idle.IsZero() {
+		q.items[last].idle = at
+	} else {
+		q.items = append(q.items, entry{idle: at})
+	}
+	q.mu.Unlock()
+	q.cond.Signal()
 }
 
 func (q *queue) shut() {
@@ -145,21 +184,21 @@ func (q *queue) shut() {
 	q.cond.Broadcast()
 }
 
-// take waits for the next entry: a datagram, or a count of datagrams
-// dropped; ok is false once shut (what was queued is not sent: the
-// connection is ending).
-func (q *queue) take() (datagram []byte, dropped uint64, ok bool) {
+// take waits for the next entry; ok is false once shut (what was queued
+// is not sent: the connection is ending, and the sidecar's window starts
+// before it, at the last idle entry sent).
+func (q *queue) take() (e entry, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.items) == 0 && !q.closed {
 		q.cond.Wait()
 	}
 	if q.closed {
-		return nil, 0, false
+		return entry{}, false
 	}
-	e := q.items[0]
+	e = q.items[0]
 	q.items[0] = entry{}
 	q.items = q.items[1:]
 	q.bytes -= len(e.datagram)
-	return e.datagram, e.dropped, true
+	return e, true
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -190,6 +191,7 @@ func TestRecordsArriveInOrderWithTheirOverruns(t *testing.T) {
 	k.records <- []byte("second")
 	buf := make([]byte, relaywire.MaxFrame)
 	var got []string
+	before := time.Now()
 	for deadline := time.Now().Add(testutil.FailAfter); len(got) < 3 && time.Now().Before(deadline); {
 		b, err := r.Read(buf, 100*time.Millisecond)
 		var o *OverrunError
@@ -207,6 +209,11 @@ func TestRecordsArriveInOrderWithTheirOverruns(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "first,overrun,second" {
 		t.Fatalf("records: %v", got)
+	}
+	// The fake kernel's socket is empty now: the relay says so, and the
+	// client keeps the instant, after the records it sent before.
+	if !testutil.WaitUntil(func() bool { r.Read(buf, 10*time.Millisecond); return r.Settled().After(before) }) {
+		t.Fatalf("no idle frame after the records: settled %v", r.Settled())
 	}
 	stop()
 	for deadline := time.Now().Add(testutil.FailAfter); time.Now().Before(deadline); {
@@ -267,18 +274,21 @@ func TestQueueDropsPastItsBound(t *testing.T) {
 	q.put([]byte("67890"))
 	q.put([]byte("x")) // past the bound: counted
 	q.put([]byte("z")) // and again: the same drop entry
-	if b, dropped, ok := q.take(); !ok || string(b) != "12345" || dropped != 0 {
-		t.Fatalf("take: %q %d %v", b, dropped, ok)
+	at := time.Unix(1796298833, 5)
+	q.markIdle(at.Add(-time.Second))
+	q.markIdle(at) // right behind another: replaces it
+	if e, ok := q.take(); !ok || string(e.datagram) != "12345" || e.dropped != 0 {
+		t.Fatalf("take: %+v %v", e, ok)
 	}
 	q.put([]byte("y")) // room again
-	for _, want := range []entry{{datagram: []byte("67890")}, {dropped: 2}, {datagram: []byte("y")}} {
-		b, dropped, _ := q.take()
-		if string(b) != string(want.datagram) || dropped != want.dropped {
-			t.Fatalf("take: %q %d, want %q %d", b, dropped, want.datagram, want.dropped)
+	for _, want := range []entry{{datagram: []byte("67890")}, {dropped: 2}, {idle: at}, {datagram: []byte("y")}} {
+		e, _ := q.take()
+		if string(e.datagram) != string(want.datagram) || e.dropped != want.dropped || !e.idle.Equal(want.idle) {
+			t.Fatalf("take: %+v, want %+v", e, want)
 		}
 	}
 	q.shut()
-	if _, _, ok := q.take(); ok {
+	if _, ok := q.take(); ok {
 		t.Fatal("take after shut")
 	}
 	// Drops in a row on an empty queue share one entry.
@@ -286,8 +296,8 @@ func TestQueueDropsPastItsBound(t *testing.T) {
 	q.drop(1)
 	q.drop(2)
 	q.put([]byte("a"))
-	if _, dropped, _ := q.take(); dropped != 3 {
-		t.Fatalf("two drops on an empty queue: %d dropped in the first entry, want 3", dropped)
+	if e, _ := q.take(); e.dropped != 3 {
+		t.Fatalf("two drops on an empty queue: %d dropped in the first entry, want 3", e.dropped)
 	}
 }
 
@@ -392,6 +402,30 @@ func TestClientBoundsTheListing(t *testing.T) {
 		}
 		if n > auditnetlink.MaxListed && (err == nil || !errors.Is(err, ErrDown) || !strings.Contains(err.Error(), "more than")) {
 			t.Errorf("a listing of %d rules: %v, want the connection ended", n, err)
+		}
+	}
+}
+
+// The kernel's refusal (auditnetlink returns it bare) is sent as its
+// errno; the relay's own failure, an errno inside included, as a message.
+func TestDoneTellsTheKernelsRefusalFromTheRelays(t *testing.T) {
+	for _, c := range []struct {
+		err   error
+		errno uint32
+		msg   string
+	}{
+		{nil, 0, ""},
+		{syscall.EEXIST, uint32(syscall.EEXIST), ""},
+		{fmt.Errorf("audit: read reply: %w", syscall.EAGAIN), 0, "audit: read reply: resource temporarily unavailable"},
+		{errors.New("audit: no reply within 2s"), 0, "audit: no reply within 2s"},
+	} {
+		f, err := relaywire.Parse(done(c.err), relaywire.TypeDone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errno, msg, err := relaywire.ParseDone(f)
+		if err != nil || errno != c.errno || msg != c.msg {
+			t.Errorf("done(%v): errno %d message %q, want %d %q", c.err, errno, msg, c.errno, c.msg)
 		}
 	}
 }

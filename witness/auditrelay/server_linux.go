@@ -271,16 +271,17 @@ func answer(f relaywire.Frame, k kernelControl) ([][]byte, error) {
 	}
 }
 
-// done is the done frame of a request's outcome: the kernel's errno, or
-// the relay's own failure as a message.
+// done is the done frame of a request's outcome: the kernel's refusal
+// (auditnetlink returns the NLMSG_ERROR's errno bare) as its errno, and
+// anything else, the relay's own failure (a reply timeout, a send that
+// failed, a malformed reply: wrapped, even when an errno is inside), as a
+// message, so the engine never takes a local EINVAL for the kernel's.
 func done(err error) []byte {
-	var errno syscall.Errno
-	switch {
-	case err == nil:
+	if err == nil {
 		return relaywire.Done(0, "")
-	case errors.As(err, &errno):
-		return relaywire.Done(uint32(errno), "")
-	default:
-		return relaywire.Done(0, err.Error())
 	}
+	if errno, ok := err.(syscall.Errno); ok {
+		return relaywire.Done(uint32(errno), "")
+	}
+	return relaywire.Done(0, err.Error())
 }
