@@ -81,6 +81,16 @@ func subcommandsOf(t *testing.T, bin string) []string {
 func TestSubcommandUsage(t *testing.T) {
 	bin := buildCommand(t)
 	names := subcommandsOf(t, bin)
+	for _, args := range [][]string{{"help", "no-such"}, {"help", "serve", "verify"}} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "is not one subcommand") || !strings.Contains(stderr.String(), "usage: aptl-kali-capture") {
+			t.Errorf("%v: %v, stderr %q; want exit 2, the refusal and the usage", args, err, stderr.String())
+		}
+	}
 	for _, want := range []string{"serve", "health", "hostkey", "verify", "export", "ls", "play", "version"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("help does not list %s: %v", want, names)
@@ -96,13 +106,22 @@ func TestSubcommandUsage(t *testing.T) {
 				t.Errorf("%s -h: err %v, stdout %q, stderr %q; want the synopsis on stdout and exit 0", name, err, stdout.String(), stderr.String())
 			}
 			synopsis, _, _ := strings.Cut(stdout.String(), "\n")
+			help := stdout.String()
+
+			// `help NAME` prints what `NAME -h` does.
+			cmd = exec.Command(bin, "help", name)
+			cmd.Dir = t.TempDir()
+			out, err := cmd.Output()
+			if err != nil || string(out) != help {
+				t.Errorf("help %s: err %v, stdout %q; want %s -h's %q", name, err, out, name, help)
+			}
 
 			cmd = exec.Command(bin, name, "--no-such-flag")
 			cmd.Dir = t.TempDir()
 			stdout.Reset()
 			stderr.Reset()
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
+			err = cmd.Run()
 			var ee *exec.ExitError
 			lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
 			if !errors.As(err, &ee) || ee.ExitCode() != 2 || len(lines) != 3 ||

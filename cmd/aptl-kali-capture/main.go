@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/aptl/aptl-kali-capture/internal/cliconfig"
 )
@@ -63,7 +64,13 @@ func main() {
 		os.Exit(exitUsage)
 	}
 	switch os.Args[1] {
-	case "-h", "-help", "--help", "help":
+	case "help":
+		if len(os.Args) > 2 {
+			os.Exit(runHelp(os.Args[2:]))
+		}
+		usageTo(os.Stdout)
+		os.Exit(exitOK)
+	case "-h", "-help", "--help":
 		usageTo(os.Stdout)
 		os.Exit(exitOK)
 	case "--version", "-version":
@@ -80,6 +87,18 @@ func main() {
 
 func usage() { usageTo(os.Stderr) }
 
+// runHelp is `help CMD`: the subcommand's own usage, as `CMD -h` prints
+// it (synopsis, flags and their environment variables, on stdout).
+func runHelp(args []string) int {
+	c, ok := commands[args[0]]
+	if !ok || len(args) > 1 {
+		fmt.Fprintf(os.Stderr, "aptl-kali-capture help: %q is not one subcommand; the subcommands are:\n", strings.Join(args, " "))
+		usage()
+		return exitUsage
+	}
+	return c.run([]string{"-h"})
+}
+
 // usageTo writes the command's usage: to stdout when asked for (-h,
 // --help, help), to stderr after a usage error.
 func usageTo(w io.Writer) {
@@ -88,7 +107,7 @@ func usageTo(w io.Writer) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintln(w, "usage: aptl-kali-capture <subcommand> [flags]\n       aptl-kali-capture help | --help | -h\n       aptl-kali-capture --version")
+	fmt.Fprintln(w, "usage: aptl-kali-capture <subcommand> [flags]\n       aptl-kali-capture help [<subcommand>] | --help | -h\n       aptl-kali-capture --version")
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
