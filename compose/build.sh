@@ -27,7 +27,11 @@ stage=$(mktemp -d /var/tmp/aptl-compose-build.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 
 echo "build: static binaries" >&2
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$stage/" ./cmd/aptl-kali-capture ./cmd/aptl-launch-agent)
+# The version the binaries report (version, the SSH banner): the checkout's
+# git describe, stamped in, since -trimpath in a staging build carries no VCS
+# data of its own.
+version=$(cd "$repo" && git describe --always --dirty 2>/dev/null || echo unknown)
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-X main.stampedVersion=$version" -o "$stage/" ./cmd/aptl-kali-capture ./cmd/aptl-launch-agent)
 
 # The sidecar's mount points, owned by its uid (0) through COPY --chown.
 mkdir -p "$stage/capture-rootfs/var/log/aptl/captures" "$stage/capture-rootfs/var/lib/aptl-kali-capture" "$stage/capture-rootfs/run" \

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -130,5 +131,30 @@ func TestSubcommandUsage(t *testing.T) {
 				t.Errorf("%s --no-such-flag: %v, stderr %q; want exit 2, the error, %q and a pointer to -h", name, err, stderr.String(), synopsis)
 			}
 		})
+	}
+}
+
+// TestStampedVersion: a build stamped with -ldflags -X main.stampedVersion
+// (compose/build.sh's, README's go install form) reports that version, made
+// safe for the SSH banner, in version and --version, with or without VCS
+// data (-buildvcs=false: a staging folder's build has none).
+func TestStampedVersion(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "aptl-kali-capture")
+	build := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.stampedVersion=v0.28-3-gabc", "-o", bin, "../cmd/aptl-kali-capture")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, arg := range []string{"version", "--version"} {
+		out, err := exec.Command(bin, arg).Output()
+		if err != nil || strings.TrimSpace(string(out)) != "aptl-kali-capture v0.28.3.gabc" {
+			t.Errorf("%s: %v, %q; want the stamp with its minus signs made dots", arg, err, out)
+		}
+	}
+	unstamped := filepath.Join(t.TempDir(), "aptl-kali-capture")
+	if out, err := exec.Command("go", "build", "-buildvcs=false", "-o", unstamped, "../cmd/aptl-kali-capture").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(unstamped, "version").Output(); err != nil || strings.TrimSpace(string(out)) != "aptl-kali-capture devel" {
+		t.Errorf("a build with neither stamp nor VCS data: %v, %q; want devel", err, out)
 	}
 }

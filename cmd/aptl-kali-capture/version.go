@@ -20,12 +20,21 @@ func runVersion(args []string) int {
 	return exitOK
 }
 
-// buildVersion is the module version of the build (go install ...@v1.2.3),
-// else its VCS revision (a build in a checkout, "+dirty" when it had
-// changes), else "devel". It is also the SSH banner's version, so it holds
-// only what RFC 4253 allows there: printable US-ASCII without spaces or
-// minus signs (sshVersionSafe).
+// stampedVersion is the version a build stamps in with
+// -ldflags "-X main.stampedVersion=VERSION" (compose/build.sh does, from
+// git describe): the one a build without VCS data (a staging folder, a
+// docker build) can carry.
+var stampedVersion string
+
+// buildVersion is the stamped version, else the module version of the
+// build (go install ...@v1.2.3), else its VCS revision (a build in a
+// checkout, "+dirty" when it had changes), else "devel". It is also the
+// SSH banner's version, so it holds only what RFC 4253 allows there:
+// printable US-ASCII without spaces or minus signs (sshVersionSafe).
 func buildVersion() string {
+	if stampedVersion != "" {
+		return sshVersionSafe(stampedVersion)
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "devel"
