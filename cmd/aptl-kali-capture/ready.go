@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aptl/aptl-kali-capture/internal/diskstate"
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
@@ -173,23 +174,7 @@ func writeListenTaken(path, addr string, log *slog.Logger) {
 // writeReadyFile replaces the readiness file atomically (a temporary file
 // renamed over it), so health never reads half a file.
 func writeReadyFile(path, body string, log *slog.Logger) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ready-*")
-	if err == nil {
-		_, err = tmp.WriteString(body)
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Chmod(tmp.Name(), 0o644)
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), path)
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}
-	if err != nil {
+	if err := safefs.ReplaceFile(path, []byte(body), 0o644); err != nil {
 		log.Warn("readiness file not written", "path", path, "err", err.Error())
 	}
 }

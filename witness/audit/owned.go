@@ -8,8 +8,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/aptl/aptl-kali-capture/internal/safefs"
 )
 
 // Ownership that outlives a crash. The engine removes at stop only the
@@ -84,24 +85,7 @@ func (e *Engine) saveOwned() {
 			}
 			return nil
 		}
-		tmp, err := os.CreateTemp(filepath.Dir(e.ownedFile), ".audit-rules-owned-*")
-		if err != nil {
-			return err
-		}
-		_, err = tmp.WriteString(b.String())
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), e.ownedFile)
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-		return err
+		return safefs.ReplaceFile(e.ownedFile, []byte(b.String()), 0o600)
 	}()
 	if err != nil {
 		e.log.Warn("audit: record the rules the witness owns (a crash would leave them in the kernel)", "err", err.Error())
