@@ -97,6 +97,29 @@ func TestSubcommandUsage(t *testing.T) {
 			t.Errorf("help does not list %s: %v", want, names)
 		}
 	}
+	// A value the command refuses is shown with the synopsis and the -h
+	// pointer as an unknown flag is: the one who typed it learns the call.
+	for _, args := range [][]string{
+		{"play", "--speed", "abc", "x"},
+		{"verify", "/no/such"},
+		{"ls", "--verify"},
+		{"serve", "--pty-eof", "sometimes"},
+		{"export", "--format", "pdf", "x"},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = t.TempDir()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || len(lines) != 3 ||
+			!strings.HasPrefix(lines[0], "aptl-kali-capture "+args[0]+": --") ||
+			!strings.HasPrefix(lines[1], "usage: aptl-kali-capture "+args[0]) ||
+			lines[2] != "Run 'aptl-kali-capture "+args[0]+" -h' for every flag." {
+			t.Errorf("%v: %v, stderr %q; want exit 2, the setting named, the synopsis and the -h pointer", args, err, stderr.String())
+		}
+	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			cmd := exec.Command(bin, name, "-h")

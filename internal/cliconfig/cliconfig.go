@@ -7,8 +7,9 @@
 //
 // It also owns the usage conventions of every command and subcommand: -h
 // prints "usage: <synopsis>" and every flag to stdout and exits 0; a flag
-// or argument that does not parse prints the one-line error, the synopsis
-// and a pointer to -h (not the whole flag list) and exits ExitUsage.
+// or argument that does not parse, and a setting's value the command
+// refuses, prints the one-line error, the synopsis and a pointer to -h
+// (not the whole flag list) and exits ExitUsage.
 package cliconfig
 
 import (
@@ -195,7 +196,7 @@ func (e *Flags) Parse(args []string) error {
 		return e.usageError(err)
 	}
 	if len(e.errs) > 0 {
-		return errors.Join(e.errs...)
+		return e.usageError(errors.Join(e.errs...))
 	}
 	switch n := e.FlagSet.NArg(); {
 	case n < e.minArgs:
@@ -210,12 +211,15 @@ func (e *Flags) usageError(err error) error {
 	return &UsageError{Err: err, Synopsis: e.synopsis, Command: e.FlagSet.Name()}
 }
 
-// SettingError names the flag and its environment variable.
+// SettingError is a setting's value that the command refuses, naming the
+// flag and its environment variable. It is a UsageError, so Fail follows
+// it with the synopsis and the -h pointer as it does an unknown flag:
+// whoever typed `--speed abc` is shown how the command is called.
 func (e *Flags) SettingError(name string, format string, args ...any) error {
 	if env := e.envOf[name]; env != "" {
-		return fmt.Errorf("--%s / %s: %s", name, env, fmt.Sprintf(format, args...))
+		return e.usageError(fmt.Errorf("--%s / %s: %s", name, env, fmt.Sprintf(format, args...)))
 	}
-	return fmt.Errorf("--%s: %s", name, fmt.Sprintf(format, args...))
+	return e.usageError(fmt.Errorf("--%s: %s", name, fmt.Sprintf(format, args...)))
 }
 
 // CheckRange returns nil when v of the setting name is from lo to hi, and

@@ -67,16 +67,35 @@ func TestUsageErrorIsShort(t *testing.T) {
 	}
 }
 
-// TestSettingErrorIsOneLine: a value error is the one line naming both
-// spellings, with no usage after it.
-func TestSettingErrorIsOneLine(t *testing.T) {
+// TestSettingErrorShowsTheSynopsis: a refused value is the line naming
+// both spellings, then the synopsis and the -h pointer, as for a flag
+// that does not parse.
+func TestSettingErrorShowsTheSynopsis(t *testing.T) {
 	e := newTestFlags(&bytes.Buffer{})
 	if err := e.Parse([]string{"d"}); err != nil {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
 	code := Fail(&stderr, "tool sub", CheckRange(e, "count", 0, 1, 1000))
-	if want := "tool sub: --count / TOOL_COUNT: 0: must be between 1 and 1000\n"; code != ExitUsage || stderr.String() != want {
+	want := "tool sub: --count / TOOL_COUNT: 0: must be between 1 and 1000\n" +
+		"usage: tool sub [--count N] DIR\nRun 'tool sub -h' for every flag.\n"
+	if code != ExitUsage || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q, want %q", code, stderr.String(), want)
+	}
+}
+
+// TestEnvironmentErrorShowsTheSynopsis: an environment value that does not
+// parse is a usage error too.
+func TestEnvironmentErrorShowsTheSynopsis(t *testing.T) {
+	e := New("tool sub", func(name string) (string, bool) { return "many", name == "TOOL_COUNT" }, &bytes.Buffer{})
+	var n int
+	e.Int(&n, "count", "TOOL_COUNT", 1, "how many")
+	e.SetSynopsis("tool sub [--count N]")
+	var stderr bytes.Buffer
+	code := Fail(&stderr, "tool sub", e.Parse(nil))
+	want := "tool sub: TOOL_COUNT: \"many\" is not a whole number\n" +
+		"usage: tool sub [--count N]\nRun 'tool sub -h' for every flag.\n"
+	if code != ExitUsage || stderr.String() != want {
 		t.Errorf("exit %d, stderr %q, want %q", code, stderr.String(), want)
 	}
 }
