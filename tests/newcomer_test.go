@@ -65,6 +65,36 @@ func TestNewcomerDefaults(t *testing.T) {
 		t.Fatalf("printed ssh command failed: %v\n%s\nserver logs:\n%s", err, out, logs.String())
 	}
 
+	// hostkey prints the key the server uses, and without --host the line
+	// for the running server's own address: stock ssh, pinning only that
+	// line, logs in.
+	hkCmd := exec.Command(bin, "hostkey")
+	hkCmd.Dir = work
+	var fp bytes.Buffer
+	hkCmd.Stderr = &fp
+	line, err := hkCmd.Output()
+	if err != nil {
+		t.Fatalf("hostkey: %v", err)
+	}
+	if fields := strings.Fields(string(line)); len(fields) != 3 || !strings.Contains(logs.String(), "host_key="+strings.TrimSpace(fp.String())) {
+		t.Errorf("hostkey printed %q (fingerprint %q), which is not the served key", line, fp.String())
+	}
+	pinned := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(pinned, line, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	strict := []string{"-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + pinned}
+	for _, a := range sshArgs {
+		if !strings.HasPrefix(a, "UserKnownHostsFile=") {
+			strict = append(strict, a)
+		} else {
+			strict = strict[:len(strict)-1] // its -o
+		}
+	}
+	if out, err := exec.CommandContext(ctx, "ssh", append(strict, "-o", "BatchMode=yes", "true")...).CombinedOutput(); err != nil {
+		t.Errorf("ssh pinning only hostkey's line %q: %v\n%s", line, err, out)
+	}
+
 	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +102,11 @@ func TestNewcomerDefaults(t *testing.T) {
 		t.Fatalf("serve did not stop cleanly on SIGTERM: %v\n%s", err, logs.String())
 	}
 	records, _ := filepath.Glob(filepath.Join(work, "aptl-dev", "captures", "_unbound", "anon-*", "pty", "typescript"))
-	if len(records) != 1 {
+	if len(records) != 2 { // the echo and the pinned login's true
 		t.Fatalf("records = %v", records)
+	}
+	if ts, _ := os.ReadFile(records[0]); !strings.Contains(string(ts), "NEWCOMER_42") {
+		records[0] = records[1]
 	}
 	ts, _ := os.ReadFile(records[0])
 	if !strings.Contains(string(ts), "NEWCOMER_42") || !strings.Contains(string(ts), `[COMMAND_EXIT_CODE="0"]`) {
@@ -87,17 +120,6 @@ func TestNewcomerDefaults(t *testing.T) {
 		}
 	}
 
-	// The hostkey subcommand prints the key the server used.
-	hkCmd := exec.Command(bin, "hostkey", "--state-dir", filepath.Join(work, "aptl-dev", "state"))
-	var fp bytes.Buffer
-	hkCmd.Stderr = &fp
-	hk, err := hkCmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fields := strings.Fields(string(hk)); len(fields) != 3 || !strings.Contains(logs.String(), "host_key="+strings.TrimSpace(fp.String())) {
-		t.Errorf("hostkey printed %q (fingerprint %q), which is not the served key", hk, fp.String())
-	}
 }
 
 // TestServeClearsBlockedSignalMask starts the server with SIGUSR1, SIGUSR2

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
 	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/aptl/aptl-kali-capture/broker"
 )
@@ -26,13 +28,17 @@ func init() {
 // wrong folder would be pinned while the server serves another.
 func runHostKey(args []string) int {
 	e := newEnvFlags("hostkey")
-	var stateDir, host string
+	var stateDir, host, listen string
 	var create bool
 	e.String(&stateDir, "state-dir", "APTL_CAPTURE_STATE_DIR", defaultStateDir, "private state directory holding "+broker.HostKeyFile)
-	e.String(&host, "host", "APTL_CAPTURE_HOSTKEY_HOST", "aptl-kali-capture", "host pattern for the known_hosts line, e.g. [kali]:22")
+	e.String(&host, "host", "APTL_CAPTURE_HOSTKEY_HOST", "", "host pattern for the known_hosts line, e.g. [kali]:22 (default: the server's listen address, [127.0.0.1]:2222 on the embedded default)")
+	e.String(&listen, "listen", "APTL_CAPTURE_LISTEN", "", "the server's listen address, for the default --host (default: the one its readiness file names, else "+defaultListen+")")
 	e.FlagSet.BoolVar(&create, "create", false, "generate the host key when there is none yet, to pin it before the first start")
 	if err := e.Parse(args); err != nil {
 		return failUsage("hostkey", err)
+	}
+	if host == "" {
+		host = knownHostsPattern(serverListenAddr(listen, resolveReadyFile("", stateDir)))
 	}
 	pub, err := hostPublicKey(filepath.Join(stateDir, broker.HostKeyFile), create)
 	if err != nil {
@@ -42,6 +48,34 @@ func runHostKey(args []string) int {
 	fmt.Printf("%s %s\n", host, strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pub))))
 	fmt.Fprintln(os.Stderr, gossh.FingerprintSHA256(pub))
 	return exitOK
+}
+
+// serverListenAddr is the address a client of this server dials: the
+// --listen given, else the running server's own (its readiness file),
+// else the embedded default.
+func serverListenAddr(listen, readyFile string) string {
+	if listen != "" {
+		return listen
+	}
+	if a := readinessValue(readyFile, "listen_addr"); a != "unknown" && a != "" {
+		return a
+	}
+	return defaultListen
+}
+
+// knownHostsPattern is the known_hosts host of a listen address as ssh
+// looks it up: "[127.0.0.1]:2222", or the bare host on port 22. A server
+// listening on every address is reached on this machine at loopback, as
+// health dials it; another name needs --host.
+func knownHostsPattern(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return knownhosts.Normalize(net.JoinHostPort(host, port))
 }
 
 // maxPublicKeyFile bounds the .pub read: one key line.
