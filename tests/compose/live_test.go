@@ -52,6 +52,7 @@ func TestLiveCompose(t *testing.T) {
 	})
 	// Not a subtest: the stack's helpers fail the parent test.
 	liveHarvest(t, s, []string{"s-ok", agentKilled, shellKilled}, sidecarKilled)
+	t.Run("the README's harvest as written", func(t *testing.T) { liveReadmeHarvest(t, s) })
 	t.Run("pcap record", func(t *testing.T) { livePcapRecord(t, s) })
 	t.Logf("live suite ran in %v", time.Since(start).Round(time.Second))
 }
