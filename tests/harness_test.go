@@ -245,7 +245,7 @@ func replay(tb testing.TB, dir, stream string) []byte {
 	tb.Helper()
 	bin, err := exec.LookPath("scriptreplay")
 	if err != nil {
-		tb.Skip("scriptreplay (util-linux, Debian bsdutils) not installed")
+		skipClient(tb, "scriptreplay", "scriptreplay (util-linux, Debian bsdutils) not installed")
 	}
 	cmd := exec.Command(bin, "-T", filepath.Join(dir, "pty", "timing"), "-B", filepath.Join(dir, "pty", "typescript"),
 		"--stream", stream, "--cr-mode", "never", "-m", "0.0001") // -m 0 would mean no maximum: real time

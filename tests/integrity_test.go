@@ -499,7 +499,7 @@ func TestVerifyAndExportCommands(t *testing.T) {
 	}
 	keygen, err := exec.LookPath("ssh-keygen")
 	if err != nil {
-		t.Skip("ssh-keygen (Debian openssh-client) not installed")
+		skipClient(t, "ssh-keygen", "ssh-keygen (Debian openssh-client) not installed")
 	}
 	h := newHarness(t)
 	dir := recordSession(t, h, "cli-1")

@@ -16,5 +16,6 @@ func TestMain(m *testing.M) {
 	setParallelDefault()
 	code := m.Run()
 	removeSharedBuilds()
+	reportClientSuites()
 	os.Exit(code)
 }

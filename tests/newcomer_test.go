@@ -37,7 +37,7 @@ func skipUnlessLive(t *testing.T) {
 		t.Skip("builds the programs; skipped in -short mode")
 	}
 	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("OpenSSH client (Debian openssh-client) not installed")
+		skipClient(t, "OpenSSH", "OpenSSH client (Debian openssh-client) not installed")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -48,7 +49,7 @@ func ssh2Modules(t testing.TB) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(abs, "ssh2", "package.json")); err != nil {
-		t.Skipf("node ssh2 library not found in %s: set APTL_SSH2_NODE_MODULES to a node_modules folder holding ssh2 1.17, or run `npm install` in tests/node", abs)
+		skipClient(t, "node ssh2", fmt.Sprintf("node ssh2 library not found in %s: set APTL_SSH2_NODE_MODULES to a node_modules folder holding ssh2 1.17, or run `npm install` in tests/node", abs))
 	}
 	return abs
 }
@@ -58,7 +59,7 @@ func nodeClient(t testing.TB) (node, modules string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node (Node.js 20) not installed")
+		skipClient(t, "node ssh2", "node (Node.js 20) not installed")
 	}
 	return node, ssh2Modules(t)
 }

@@ -33,7 +33,7 @@ func (h *harness) opensshAs(t testing.TB, user string, args ...string) *exec.Cmd
 	}
 	bin, err := exec.LookPath("ssh")
 	if err != nil {
-		t.Skip("OpenSSH client (Debian openssh-client) not installed")
+		skipClient(t, "OpenSSH", "OpenSSH client (Debian openssh-client) not installed")
 	}
 	host, port, _ := net.SplitHostPort(h.addr)
 	kh := filepath.Join(h.stateDir, "known_hosts")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -99,14 +100,14 @@ func requirePythonModule(t *testing.T, module string) {
 		t.Skip("Python client tests skipped in -short mode")
 	}
 	if _, err := exec.LookPath(pythonBin); err != nil {
-		t.Skipf("%s not found (Debian python3): %v", pythonBin, err)
+		skipClient(t, module, fmt.Sprintf("%s not found (Debian python3): %v", pythonBin, err))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pythonBin, slices.Concat(pythonFlags, []string{"-W", "ignore", "-c", "import " + module})...)
 	cmd.WaitDelay = 5 * time.Second
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("%s cannot import %s (Debian python3-%s): %v: %s", pythonBin, module, module, err, bytes.TrimSpace(out))
+		skipClient(t, module, fmt.Sprintf("%s cannot import %s (Debian python3-%s): %v: %s", pythonBin, module, module, err, bytes.TrimSpace(out)))
 	}
 }
 

@@ -34,7 +34,7 @@ func runSSHAudit(t *testing.T, addr string) auditReport {
 	t.Helper()
 	bin, err := exec.LookPath("ssh-audit")
 	if err != nil {
-		t.Skip("ssh-audit (Debian ssh-audit) not installed")
+		skipClient(t, "ssh-audit", "ssh-audit (Debian ssh-audit) not installed")
 	}
 	host, port, _ := net.SplitHostPort(addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
