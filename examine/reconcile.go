@@ -118,6 +118,10 @@ func (s *SessionReconciliation) anomaly(kind evidence.Kind, file string, off int
 func VerifyRun(runDir string, keys evidence.Keys, opts evidence.Options) *RunReport {
 	opts.PTY = nil
 	rr := &RunReport{RunDir: runDir, Layout: runLayout(runDir), Sessions: []*SessionReconciliation{}, Anomalies: []evidence.Anomaly{}, Notes: []evidence.Note{}}
+	if why := notARun(runDir); why != "" {
+		rr.anomaly(evidence.KindNotASession, runDir, "%s", why)
+		return rr
+	}
 	tees := map[string]string{}
 	sessionsRel := ""
 	if rr.Layout == LayoutHarvest {
