@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -286,8 +287,8 @@ func TestVerifyJSONClassPerFinding(t *testing.T) {
 			dir := recordedSession(t, t.TempDir(), "run-s", "sess-s", recorder.Options{})
 			lines := readLog(t, dir)
 			last := &lines[len(lines)-1]
-			// Another key's signature over the same head: it verifies as
-			// a signature, not as this checkpoint's.
+			// One character of the final checkpoint's armored signature
+			// changed, the record still in the form the sidecar writes.
 			r := last.rec
 			i := strings.Index(r.Sig, "\n") + 10
 			r.Sig = r.Sig[:i] + string(r.Sig[i]^1) + r.Sig[i+1:]
@@ -353,6 +354,16 @@ func TestVerifyJSONClassPerFinding(t *testing.T) {
 			cp := lastOfType(t, readLog(t, dir), vocab.TypeCheckpoint)
 			return dir, finding{Kind: string(evidence.KindUnfinalized), File: vocab.LogFile, Record: int64(cp.rec.Seq), Offset: -1, End: -1}, nil
 		}},
+	}
+	// Every class has its fixture: here, or in the tests below that need
+	// a run or a clean session.
+	covered := []string{vocab.FindingGapRecorded, vocab.FindingForeignEvidence, vocab.FindingTeeMismatch, vocab.FindingNotASession}
+	for _, tc := range cases {
+		covered = append(covered, tc.class)
+	}
+	slices.Sort(covered)
+	if all := slices.Sorted(slices.Values(vocab.FindingClasses)); !slices.Equal(covered, all) {
+		t.Errorf("fixtures cover the classes %v, vocab lists %v", covered, all)
 	}
 	for _, tc := range cases {
 		t.Run(tc.class, func(t *testing.T) {
@@ -519,7 +530,7 @@ func TestVerifyJSONRunLevelClasses(t *testing.T) {
 			t.Fatal(err)
 		}
 		doc, code := verifyClassJSON(t, pub, "--run-dir", runDir)
-		wantRunClass(t, doc, code, vocab.FindingTeeMismatch, "", "")
+		wantRunClass(t, doc, code, vocab.FindingTeeMismatch, string(evidence.KindTeeMismatch), tee)
 	})
 }
 
