@@ -1,3 +1,8 @@
+//go:build linux
+
+// The sessions these tests verify are made by the recorder and signed by
+// recordertest's key, which are Linux only.
+
 package main
 
 import (
