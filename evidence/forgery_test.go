@@ -226,3 +226,9 @@ func TestEarlierCheckpointsByAnUntrustedKey(t *testing.T) {
 		t.Errorf("status %s, want tampered", rep.Status)
 	}
 }
+
+// sha256Hex is b's digest as the records and findings write it.
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,5 +1,7 @@
 package evidence
 
+import "github.com/aptl/aptl-kali-capture/internal/vocab"
+
 // The verifier's output vocabulary: the status of a session, the kind of
 // each anomaly and of each note. These codes are the stable part of
 // `verify --json` (docs/RECORD.md, "verify --json"); messages may be reworded,
@@ -22,10 +24,15 @@ const (
 	// StatusTampered: a check failed (a file or record differs from what a
 	// trusted signature vouches for, or nothing is signed by a trusted key).
 	StatusTampered Status = "tampered"
+	// StatusNotASession: the path given is no session folder (missing, a
+	// run folder, a harvest, a capture root); the anomaly's message says
+	// what it is and what to give instead. Nothing was verified, so
+	// nothing can have been tampered with.
+	StatusNotASession Status = "not-a-session"
 )
 
 // Statuses lists every Status.
-var Statuses = []Status{StatusOK, StatusInProgress, StatusUnfinalized, StatusTampered}
+var Statuses = []Status{StatusOK, StatusInProgress, StatusUnfinalized, StatusTampered, StatusNotASession}
 
 // Kind names what an anomaly is.
 type Kind string
@@ -60,7 +67,7 @@ const (
 	KindAuditForeignSes     Kind = "audit-foreign-ses"       // a session's audit file holds records of another audit session
 	KindVerifierStopped     Kind = "verifier-stopped"        // malformed evidence stopped the verifier
 	// Run level (--run-dir) and the reconciliation with the tool server's tee.
-	KindNotASession       Kind = "not-a-session"       // an entry of the run folder that is not a session folder
+	KindNotASession       Kind = "not-a-session"       // a path given, or an entry of the run folder, that is not a session folder
 	KindNoSessions        Kind = "no-sessions"         // a run folder with no session
 	KindRunMismatch       Kind = "run-mismatch"        // a session recorded for another run than the others
 	KindTeeWithoutSession Kind = "tee-without-session" // a tee whose session is not in the run
@@ -103,3 +110,95 @@ const (
 
 // NoteKinds lists every Kind a note can carry.
 var NoteKinds = []Kind{NoteFolderName, NoteRunFolderName, NoteUnattributed, NoteAuditOtherTTY, NoteAuditSesMoved}
+
+// kindClasses puts every anomaly kind in its finding class (vocab's
+// Finding*): the class is what an examiner's tooling sorts findings by,
+// the kind what the verifier checked. kinds_test.go holds it to Kinds and
+// to vocab.FindingClasses.
+var kindClasses = map[Kind]string{
+	KindFileUnreadable:    vocab.FindingMissingFile,
+	KindPcapMissing:       vocab.FindingMissingFile,
+	KindAuditMissing:      vocab.FindingMissingFile,
+	KindTeeWithoutSession: vocab.FindingMissingFile, // the session of a tee is missing
+
+	KindPcapExtra:           vocab.FindingUnvouched,
+	KindAuditExtra:          vocab.FindingUnvouched,
+	KindFileAppended:        vocab.FindingUnvouched,
+	KindUnsignedTailTooLong: vocab.FindingUnvouched,
+
+	KindDataDigestMismatch: vocab.FindingChecksumMismatch,
+	KindFileDigestMismatch: vocab.FindingChecksumMismatch,
+	KindHeaderMismatch:     vocab.FindingChecksumMismatch,
+
+	KindFileTruncated:   vocab.FindingTruncation,
+	KindCountMismatch:   vocab.FindingCountMismatch,
+	KindTimingTotals:    vocab.FindingTimingMismatch,
+	KindTimingMalformed: vocab.FindingMalformedFileContent,
+
+	KindSignatureInvalid: vocab.FindingInvalidSignature,
+	KindCloseUnsigned:    vocab.FindingInvalidSignature,
+
+	KindNoTrustedKey: vocab.FindingUntrustedKey,
+	KindUntrustedKey: vocab.FindingUntrustedKey,
+	KindRevokedKey:   vocab.FindingUntrustedKey,
+
+	KindRecordMalformed:   vocab.FindingMalformedFileContent,
+	KindFormatUnsupported: vocab.FindingMalformedFileContent,
+	KindTeeMalformed:      vocab.FindingMalformedFileContent,
+	KindVerifierStopped:   vocab.FindingMalformedFileContent,
+
+	KindChainBroken:     vocab.FindingChainBreak,
+	KindDataMisplaced:   vocab.FindingChainBreak,
+	KindRecoveryInvalid: vocab.FindingChainBreak,
+
+	KindAuditForeignSes: vocab.FindingForeignEvidence,
+	KindRunMismatch:     vocab.FindingForeignEvidence,
+
+	KindTeeMismatch:   vocab.FindingTeeMismatch,
+	KindNotReconciled: vocab.FindingTeeMismatch,
+
+	KindUnfinalized: vocab.FindingUnfinalized,
+	KindRecovered:   vocab.FindingUnfinalized,
+
+	KindNotASession: vocab.FindingNotASession,
+	KindNoSessions:  vocab.FindingNotASession,
+}
+
+// Class is the finding class of k (vocab.FindingClasses).
+func (k Kind) Class() string { return kindClasses[k] }
+
+// ClassCount is how many findings of one class a report holds.
+type ClassCount struct {
+	Class string `json:"class"`
+	Count int    `json:"count"`
+}
+
+// ClassCounter counts findings by class, for verify --json's summaries.
+type ClassCounter map[string]int
+
+// Add counts anomalies by their kind's class, and each gap as GapRecorded.
+func (c ClassCounter) Add(anomalies []Anomaly, gaps []Gap) {
+	for _, a := range anomalies {
+		c[a.Kind.Class()]++
+	}
+	c[vocab.FindingGapRecorded] += len(gaps)
+}
+
+// Merge adds the counts of o.
+func (c ClassCounter) Merge(o ClassCounter) {
+	for k, n := range o {
+		c[k] += n
+	}
+}
+
+// Summary lists the classes counted, in vocab.FindingClasses' order; []
+// when none was.
+func (c ClassCounter) Summary() []ClassCount {
+	out := []ClassCount{}
+	for _, class := range vocab.FindingClasses {
+		if n := c[class]; n > 0 {
+			out = append(out, ClassCount{Class: class, Count: n})
+		}
+	}
+	return out
+}

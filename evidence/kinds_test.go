@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // readmeCodes returns the `code` spans of the first cell of each row of
@@ -182,5 +183,80 @@ func TestReadmeListsTheVerifyVocabulary(t *testing.T) {
 		if !regexp.MustCompile(`^[a-z]+(-[a-z]+)*$`).MatchString(string(k)) {
 			t.Errorf("kind %q is not lowercase words joined by hyphens", k)
 		}
+	}
+}
+
+// TestEveryKindHasOneClass: every anomaly kind is in exactly one finding
+// class of vocab's list, the table names no kind that is not one, and
+// every class is some kind's or GapRecorded (a gap's, Gap.MarshalJSON).
+func TestEveryKindHasOneClass(t *testing.T) {
+	used := map[string]bool{vocab.FindingGapRecorded: true}
+	for _, k := range Kinds {
+		c := k.Class()
+		if !slices.Contains(vocab.FindingClasses, c) {
+			t.Errorf("kind %s: class %q is not in vocab.FindingClasses", k, c)
+		}
+		used[c] = true
+	}
+	for k := range kindClasses {
+		if !slices.Contains(Kinds, k) {
+			t.Errorf("kindClasses holds %q, which is not in Kinds", k)
+		}
+	}
+	for _, c := range vocab.FindingClasses {
+		if !used[c] {
+			t.Errorf("class %s is no kind's, and not GapRecorded", c)
+		}
+		if !regexp.MustCompile(`^([A-Z][a-z]*)+$`).MatchString(c) {
+			t.Errorf("class %q is not CamelCase words", c)
+		}
+	}
+	if len(vocab.FindingClasses) != len(slices.Compact(slices.Sorted(slices.Values(vocab.FindingClasses)))) {
+		t.Errorf("vocab.FindingClasses lists a class twice: %v", vocab.FindingClasses)
+	}
+}
+
+// TestDocsListTheFindingClasses holds docs/RECORD.md's table of finding
+// classes, its kinds row by row, and README.md's compact table to exactly
+// vocab's classes and this package's table.
+func TestDocsListTheFindingClasses(t *testing.T) {
+	var classes []string
+	for _, row := range testutil.ReadmeTable(t, "../docs/RECORD.md", "#### Finding classes") {
+		cs := testutil.CodeSpans(row[0])
+		classes = append(classes, cs...)
+		if len(cs) != 1 || len(row) < 2 {
+			t.Errorf("docs/RECORD.md: row %v names not one class", row)
+			continue
+		}
+		var want []Kind
+		for _, k := range Kinds {
+			if k.Class() == cs[0] {
+				want = append(want, k)
+			}
+		}
+		sameSet(t, "kinds of class "+cs[0], testutil.CodeSpans(row[1]), want)
+	}
+	sameSet(t, "finding classes (docs/RECORD.md)", classes, vocab.FindingClasses)
+	classes = nil
+	for _, row := range testutil.ReadmeTable(t, "../README.md", "### Findings and exit status") {
+		classes = append(classes, testutil.CodeSpans(row[0])...)
+	}
+	sameSet(t, "finding classes (README.md)", classes, vocab.FindingClasses)
+}
+
+// TestClassCounterSummary: the summary counts anomalies by class and gaps
+// as GapRecorded, in vocab's order, and lists no class without a finding.
+func TestClassCounterSummary(t *testing.T) {
+	c := ClassCounter{}
+	c.Add([]Anomaly{{Kind: KindUnfinalized}, {Kind: KindDataDigestMismatch}, {Kind: KindFileDigestMismatch}}, []Gap{{}, {}})
+	o := ClassCounter{}
+	o.Add([]Anomaly{{Kind: KindFileUnreadable}}, nil)
+	c.Merge(o)
+	want := []ClassCount{{vocab.FindingMissingFile, 1}, {vocab.FindingChecksumMismatch, 2}, {vocab.FindingUnfinalized, 1}, {vocab.FindingGapRecorded, 2}}
+	if got := c.Summary(); !slices.Equal(got, want) {
+		t.Errorf("summary %v, want %v", got, want)
+	}
+	if got := (ClassCounter{}).Summary(); got == nil || len(got) != 0 {
+		t.Errorf("empty summary %#v, want []", got)
 	}
 }

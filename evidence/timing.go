@@ -61,7 +61,7 @@ func (v *verifier) checkTimingFile(scan bool, scanLen int64) {
 		// Without a close record (a crash, a session in progress) the
 		// transcript may hold data whose log records are not written yet.
 		v.anomaly(KindTimingTotals, vocab.TimingFile, v.closeSeq, c.good, "timing accounts for %d bytes (I %d + O %d), the chain for %d stored and timed",
-			in+out, in, out, v.rep.Bytes.Stored-v.untimed)
+			in+out, in, out, v.rep.Bytes.Stored-v.untimed).differs(v.rep.Bytes.Stored-v.untimed, in+out)
 	}
 }
 
@@ -104,7 +104,8 @@ func (c *claimHasher) compareDue() {
 			c.v.anomaly(KindRecordMalformed, vocab.LogFile, cl.seq, -1, "record vouches for %d bytes of %s, fewer than an earlier record (%d)", cl.size, c.name, c.pos)
 			c.damaged = true
 		case hex.EncodeToString(c.h.Sum(nil)) != cl.sum:
-			c.v.damage(KindFileDigestMismatch, c.name, cl.seq, c.good, cl.size, "bytes %d..%d differ from the digest record %d vouches for", c.good, cl.size, cl.seq)
+			c.v.damage(KindFileDigestMismatch, c.name, cl.seq, c.good, cl.size, "bytes %d..%d differ from the digest record %d vouches for", c.good, cl.size, cl.seq).
+				differs(cl.sum, hex.EncodeToString(c.h.Sum(nil)))
 			c.damaged = true
 		default:
 			c.good = cl.size
@@ -117,7 +118,7 @@ func (c *claimHasher) end(size int64) {
 	c.compareDue()
 	if len(c.claims) > 0 && !c.damaged {
 		cl := c.claims[0]
-		c.v.damage(KindFileTruncated, c.name, cl.seq, size, cl.size, "file ends at %d, inside the %d bytes record %d vouches for (truncated)", size, cl.size, cl.seq)
+		c.v.damage(KindFileTruncated, c.name, cl.seq, size, cl.size, "file ends at %d, inside the %d bytes record %d vouches for (truncated)", size, cl.size, cl.seq).differs(cl.size, size)
 		c.damaged = true
 	}
 }

@@ -106,8 +106,12 @@ func (p *tsPass) advance(to int64) error {
 // header checks the script header line, bytes [0, n), against the open
 // record's digest: the running digest there is the header's.
 func (p *tsPass) header(n int64, sum string) {
-	if n > p.size || p.advance(n) != nil || hex.EncodeToString(p.prefix.Sum(nil)) != sum {
-		p.v.damage(KindHeaderMismatch, vocab.TypescriptFile, 0, 0, n, "bytes 0..%d (the script header line) differ from the open record", n)
+	readable := n <= p.size && p.advance(n) == nil
+	if actual := hex.EncodeToString(p.prefix.Sum(nil)); !readable || actual != sum {
+		a := p.v.damage(KindHeaderMismatch, vocab.TypescriptFile, 0, 0, n, "bytes 0..%d (the script header line) differ from the open record", n)
+		if readable {
+			a.differs(sum, actual)
+		}
 		p.damaged = true
 	}
 	p.good = n
@@ -121,7 +125,7 @@ func (p *tsPass) data(c dataClaim) {
 	}
 	if c.off+c.len > p.size {
 		p.v.damage(KindFileTruncated, vocab.TypescriptFile, c.seq, p.size, c.off+c.len,
-			"typescript ends at %d, inside this record's bytes %d..%d (truncated)", p.size, c.off, c.off+c.len)
+			"typescript ends at %d, inside this record's bytes %d..%d (truncated)", p.size, c.off, c.off+c.len).differs(c.off+c.len, p.size)
 		p.ended = true
 		return
 	}
@@ -157,7 +161,7 @@ func (p *tsPass) check(c dataClaim) bool {
 	if c.off+c.len > p.size {
 		if !p.ended {
 			p.v.damage(KindFileTruncated, vocab.TypescriptFile, c.seq, p.size, c.off+c.len,
-				"typescript ends at %d, inside this record's bytes %d..%d (truncated)", p.size, c.off, c.off+c.len)
+				"typescript ends at %d, inside this record's bytes %d..%d (truncated)", p.size, c.off, c.off+c.len).differs(c.off+c.len, p.size)
 			p.ended = true
 		}
 		return true
@@ -172,11 +176,12 @@ func (p *tsPass) check(c dataClaim) bool {
 
 // compare reports a record whose digest (in p.one) differs.
 func (p *tsPass) compare(c dataClaim) bool {
-	if hex.EncodeToString(p.one.Sum(nil)) == c.sha {
+	actual := hex.EncodeToString(p.one.Sum(nil))
+	if actual == c.sha {
 		return false
 	}
 	p.v.damage(KindDataDigestMismatch, vocab.TypescriptFile, c.seq, c.off, c.off+c.len,
-		"bytes %d..%d differ from the recorded digest", c.off, c.off+c.len)
+		"bytes %d..%d differ from the recorded digest", c.off, c.off+c.len).differs(c.sha, actual)
 	p.damaged = true
 	return true
 }
@@ -210,7 +215,7 @@ func (p *tsPass) claim(seq, size int64, sum string) {
 		p.deferred = nil
 		if !p.ended {
 			p.v.damage(KindFileTruncated, vocab.TypescriptFile, seq, p.size, size,
-				"file ends at %d, inside the %d bytes record %d vouches for (truncated)", p.size, size, seq)
+				"file ends at %d, inside the %d bytes record %d vouches for (truncated)", p.size, size, seq).differs(size, p.size)
 			p.ended = true
 		}
 		return
@@ -228,7 +233,8 @@ func (p *tsPass) claim(seq, size int64, sum string) {
 		p.readFailed(seq, err)
 		return
 	}
-	if hex.EncodeToString(p.prefix.Sum(nil)) == sum {
+	actual := hex.EncodeToString(p.prefix.Sum(nil))
+	if actual == sum {
 		if len(p.deferred) > 0 {
 			p.windows = append(p.windows, window{claimSeq: seq, recs: p.deferred})
 		}
@@ -242,21 +248,24 @@ func (p *tsPass) claim(seq, size int64, sum string) {
 		// later trusted signature makes the claim evidence (covered); a
 		// claim none covers (a log re-chained without the host key) is
 		// the log's finding, not the typescript's.
-		p.unexplained = &prefixDamage{seq: seq, from: max(p.good, p.recEnd), to: size}
+		p.unexplained = &prefixDamage{seq: seq, from: max(p.good, p.recEnd), to: size, expected: sum, actual: actual}
 	}
 	p.deferred, p.damaged = nil, true
 }
 
 // prefixDamage is a prefix claim that did not match while every data
 // record before it did: reported once a trusted signature covers it.
-type prefixDamage struct{ seq, from, to int64 }
+type prefixDamage struct {
+	seq, from, to    int64
+	expected, actual string // the claim's digest of the prefix, and the file's
+}
 
 // covered drops the windows whose claims lie before record seq, which a
 // trusted signature has just covered: their records are vouched for.
 func (p *tsPass) covered(seq int64) {
 	if d := p.unexplained; d != nil && d.seq < seq {
 		p.v.damage(KindFileDigestMismatch, vocab.TypescriptFile, d.seq, d.from, d.to,
-			"bytes %d..%d differ from the digest record %d vouches for (no data record covers them)", d.from, d.to, d.seq)
+			"bytes %d..%d differ from the digest record %d vouches for (no data record covers them)", d.from, d.to, d.seq).differs(d.expected, d.actual)
 		p.unexplained = nil
 	}
 	i := 0

@@ -111,7 +111,7 @@ func TestTSPassRecordPastTheEnd(t *testing.T) {
 	p, _ := passOver(t, passHeader+passRec1[:5])
 	p.header(15, hexSum(passHeader))
 	p.data(dataClaim{seq: 1, off: 15, len: 7, sha: hexSum(passRec1)})
-	wantFindings(t, p, Anomaly{Kind: KindFileTruncated, File: vocab.TypescriptFile, Seq: 1, Offset: 20, End: 22,
+	wantFindings(t, p, Anomaly{Kind: KindFileTruncated, File: vocab.TypescriptFile, Seq: 1, Offset: 20, End: 22, Expected: "22", Actual: "20",
 		Msg: "typescript ends at 20, inside this record's bytes 15..22 (truncated)"})
 	if !p.ended {
 		t.Error("the pass does not know the file ended")
@@ -127,7 +127,7 @@ func TestTSPassCheckPastTheEnd(t *testing.T) {
 		t.Error("a record past the end checked out")
 	}
 	p.check(dataClaim{seq: 2, off: 22, len: 7, sha: hexSum(passRec2)})
-	wantFindings(t, p, Anomaly{Kind: KindFileTruncated, File: vocab.TypescriptFile, Seq: 1, Offset: 20, End: 22,
+	wantFindings(t, p, Anomaly{Kind: KindFileTruncated, File: vocab.TypescriptFile, Seq: 1, Offset: 20, End: 22, Expected: "22", Actual: "20",
 		Msg: "typescript ends at 20, inside this record's bytes 15..22 (truncated)"})
 	if *read != 0 {
 		t.Errorf("%d bytes read for records past the end", *read)
@@ -143,7 +143,7 @@ func TestTSPassFlippedByteNamesTheRecordsRange(t *testing.T) {
 	p.data(dataClaim{seq: 2, off: 22, len: 7, sha: hexSum(passRec2)})
 	p.claim(3, 29, hexSum(passHeader+passRec1+passRec2))
 	wantFindings(t, p, Anomaly{Kind: KindDataDigestMismatch, File: vocab.TypescriptFile, Seq: 1, Offset: 15, End: 22,
-		Msg: "bytes 15..22 differ from the recorded digest"})
+		Expected: hexSum(passRec1), Actual: hexSum("hellO\r\n"), Msg: "bytes 15..22 differ from the recorded digest"})
 	if p.unexplained != nil {
 		t.Errorf("damage a data record explains is also left unexplained: %+v", p.unexplained)
 	}
@@ -180,7 +180,7 @@ func TestTSPassDeferredRecordsAreBounded(t *testing.T) {
 		t.Errorf("%d records wait for a claim, want the bound %d", len(p.deferred), maxDeferred)
 	}
 	wantFindings(t, p, Anomaly{Kind: KindDataDigestMismatch, File: vocab.TypescriptFile, Seq: int64(n), Offset: int64(n - 1), End: int64(n),
-		Msg: fmt.Sprintf("bytes %d..%d differ from the recorded digest", n-1, n)})
+		Expected: a, Actual: hexSum("b"), Msg: fmt.Sprintf("bytes %d..%d differ from the recorded digest", n-1, n)})
 	if *read != int64(n) {
 		t.Errorf("%d bytes read for a %d-byte typescript, want each once", *read, n)
 	}
@@ -203,7 +203,7 @@ func TestTSPassUnexplainedPrefixDamageNeedsALaterSignature(t *testing.T) {
 	wantFindings(t, p)
 	p.covered(4)
 	wantFindings(t, p, Anomaly{Kind: KindFileDigestMismatch, File: vocab.TypescriptFile, Seq: 3, Offset: 22, End: 34,
-		Msg: "bytes 22..34 differ from the digest record 3 vouches for (no data record covers them)"})
+		Expected: hexSum(passHeader + passRec1 + trailer), Actual: hexSum(content), Msg: "bytes 22..34 differ from the digest record 3 vouches for (no data record covers them)"})
 }
 
 // The forgery a checkpoint's signature leaves open: it covers the records
@@ -221,7 +221,7 @@ func TestTSPassOwnClaimIsNotCoveredByItsOwnSignature(t *testing.T) {
 		want    []Anomaly
 	}{
 		{3, 1, []Anomaly{{Kind: KindDataDigestMismatch, File: vocab.TypescriptFile, Seq: 1, Offset: 15, End: 22,
-			Msg: "bytes 15..22 differ from the recorded digest"}}},
+			Expected: hexSum(passRec1), Actual: hexSum(forged[15:]), Msg: "bytes 15..22 differ from the recorded digest"}}},
 		{4, 0, nil},
 	} {
 		p, _ := passOver(t, forged)

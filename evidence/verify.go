@@ -36,7 +36,29 @@ type Anomaly struct {
 	Seq    int64  `json:"record"` // -1 when no record is concerned
 	Offset int64  `json:"offset"` // byte offset in File; -1 when unknown
 	End    int64  `json:"end"`    // end of the byte range from Offset (exclusive); -1 when not a range
-	Msg    string `json:"msg"`
+	// Expected and Actual are the two values a check compared, where it
+	// compared two: a digest (sha256, hex), a size or an offset in bytes,
+	// a count, a sequence number. What they are is the kind's and the
+	// message's; empty when the check compared no two values.
+	Expected string `json:"expected,omitempty"`
+	Actual   string `json:"actual,omitempty"`
+	Msg      string `json:"msg"`
+}
+
+// MarshalJSON writes the anomaly with its class (Kind.Class) first: the
+// class follows from the kind, so it is derived here, in the one place
+// every anomaly is printed as JSON through, and never stored beside it.
+func (a Anomaly) MarshalJSON() ([]byte, error) {
+	type plain Anomaly // without this method
+	return json.Marshal(struct {
+		Class string `json:"class"`
+		plain
+	}{a.Kind.Class(), plain(a)})
+}
+
+// differs states the two values the check compared (Expected, Actual).
+func (a *Anomaly) differs(expected, actual any) {
+	a.Expected, a.Actual = fmt.Sprint(expected), fmt.Sprint(actual)
 }
 
 // String is the anomaly as the verify command prints it.
@@ -66,7 +88,7 @@ type Report struct {
 	// folders are named.
 	RunID     string    `json:"run_id"`
 	SessionID string    `json:"session_id"`
-	Started   time.Time `json:"started"` // the open record's time
+	Started   time.Time `json:"started,omitzero"` // the open record's time; absent without one
 	// Records is how many records chain correctly from the start;
 	// SignedRecords how many of those a trusted signature covers.
 	Records       int `json:"records"`
@@ -142,6 +164,17 @@ type Gap struct {
 	// Error is the record's error: the write that failed, or the restore
 	// the kernel refused (the audit window was still open at Last).
 	Error string `json:"error,omitempty"`
+}
+
+// MarshalJSON writes the gap with its class, GapRecorded: a gap is a
+// finding of the record, counted in verify --json's summaries, and no
+// failure.
+func (g Gap) MarshalJSON() ([]byte, error) {
+	type plain Gap // without this method
+	return json.Marshal(struct {
+		Class string `json:"class"`
+		plain
+	}{vocab.FindingGapRecorded, plain(g)})
 }
 
 // Totals are bytes per stream: recorded in the chain, and stored in the typescript.
@@ -232,9 +265,27 @@ func Verify(dir string, keys Keys, opts Options) *Report {
 	return verify(sessionFiles{dir: dir, pty: opts.PTY}, keys, opts).rep
 }
 
-func verify(files sessionFiles, keys Keys, opts Options) (v *verifier) {
-	rep := &Report{Dir: files.dir, LastVerifiedSeq: -1, LastVerifiedOffset: -1, ChainedOffset: -1,
+// newReport is the report on dir before anything is verified: nothing
+// vouched for, and every list empty.
+func newReport(dir string) *Report {
+	return &Report{Dir: dir, LastVerifiedSeq: -1, LastVerifiedOffset: -1, ChainedOffset: -1,
 		Gaps: []Gap{}, Notes: []Note{}, Anomalies: []Anomaly{}}
+}
+
+// NotASession is the report on a path that is not a session folder
+// (StatusNotASession): msg says what it is and what to give instead. The
+// examiner's tools decide that (package examine); the verifier itself
+// reads any folder it is given as a session, since the recovery gives it
+// only sessions.
+func NotASession(dir, msg string) *Report {
+	rep := newReport(dir)
+	rep.Status = StatusNotASession
+	rep.Anomalies = append(rep.Anomalies, Anomaly{Kind: KindNotASession, File: dir, Seq: -1, Offset: -1, End: -1, Msg: msg})
+	return rep
+}
+
+func verify(files sessionFiles, keys Keys, opts Options) (v *verifier) {
+	rep := newReport(files.dir)
 	v = &verifier{rep: rep, keys: keys, opts: opts, files: files, closeSeq: -1,
 		witnesses: []*witnessEvidence{{class: pcapClass}, {class: auditClass}}}
 	defer func() {
@@ -295,14 +346,18 @@ func verify(files sessionFiles, keys Keys, opts Options) (v *verifier) {
 	return v
 }
 
-func (v *verifier) anomaly(kind Kind, file string, seq, off int64, format string, args ...any) {
+// anomaly reports a failed check; the caller may state the values it
+// compared on the anomaly returned (differs), before the next is reported.
+func (v *verifier) anomaly(kind Kind, file string, seq, off int64, format string, args ...any) *Anomaly {
 	v.rep.Anomalies = append(v.rep.Anomalies, Anomaly{Kind: kind, File: file, Seq: seq, Offset: off, End: -1, Msg: fmt.Sprintf(format, args...)})
+	return &v.rep.Anomalies[len(v.rep.Anomalies)-1]
 }
 
 // damage reports bytes [from, to) of file that differ from what record
-// seq vouches for.
-func (v *verifier) damage(kind Kind, file string, seq, from, to int64, format string, args ...any) {
+// seq vouches for; as anomaly, it returns the anomaly reported.
+func (v *verifier) damage(kind Kind, file string, seq, from, to int64, format string, args ...any) *Anomaly {
 	v.rep.Anomalies = append(v.rep.Anomalies, Anomaly{Kind: kind, File: file, Seq: seq, Offset: from, End: to, Msg: fmt.Sprintf(format, args...)})
+	return &v.rep.Anomalies[len(v.rep.Anomalies)-1]
 }
 
 func (v *verifier) note(kind Kind, format string, args ...any) {
@@ -363,10 +418,10 @@ func (v *verifier) chains(seq int64, ln logLine, prev *string) bool {
 	}
 	switch {
 	case r.Seq != uint64(seq):
-		v.anomaly(KindChainBroken, vocab.LogFile, seq, ln.off, "sequence %d where %d belongs (record removed, duplicated or reordered)", r.Seq, seq)
+		v.anomaly(KindChainBroken, vocab.LogFile, seq, ln.off, "sequence %d where %d belongs (record removed, duplicated or reordered)", r.Seq, seq).differs(seq, r.Seq)
 		return false
 	case r.Prev != *prev:
-		v.anomaly(KindChainBroken, vocab.LogFile, seq, ln.off, "previous-hash mismatch: the chain is broken before this record")
+		v.anomaly(KindChainBroken, vocab.LogFile, seq, ln.off, "previous-hash mismatch: the chain is broken before this record").differs(*prev, r.Prev)
 		return false
 	case v.closeRec != nil && !(r.Type == vocab.TypeCheckpoint && seq == v.closeSeq+1):
 		v.anomaly(KindChainBroken, vocab.LogFile, seq, ln.off, "record after the close")
@@ -407,7 +462,7 @@ func (v *verifier) checkOpen(r *integrity.Record, off int64) bool {
 	}
 	v.rep.RunID, v.rep.SessionID, v.rep.Started = r.Attrs[vocab.AttrRunID], r.Attrs[vocab.AttrSessionID], r.Time
 	if r.Attrs[vocab.AttrFormat] != vocab.Format {
-		v.anomaly(KindFormatUnsupported, vocab.LogFile, 0, off, "format %q, want %q", r.Attrs[vocab.AttrFormat], vocab.Format)
+		v.anomaly(KindFormatUnsupported, vocab.LogFile, 0, off, "format %q, want %q", r.Attrs[vocab.AttrFormat], vocab.Format).differs(vocab.Format, r.Attrs[vocab.AttrFormat])
 		return false
 	}
 	v.checkPlacement()
@@ -521,7 +576,7 @@ func (v *verifier) checkData(r *integrity.Record, seq, off int64) bool {
 		return true // counted, not stored: the digest is all there is
 	}
 	if d.Off != v.next {
-		v.anomaly(KindDataMisplaced, vocab.LogFile, seq, off, "data at typescript offset %d where %d belongs", d.Off, v.next)
+		v.anomaly(KindDataMisplaced, vocab.LogFile, seq, off, "data at typescript offset %d where %d belongs", d.Off, v.next).differs(v.next, d.Off)
 		return false
 	}
 	if !v.withinUnsignedBound(d.Off, d.Len, seq, off) {
@@ -657,14 +712,14 @@ func (v *verifier) checkEnd(nLines int) {
 	v.rep.Finalized = true
 	c := v.closeRec
 	if size := c.Attrs[vocab.AttrTSSize]; v.ts != nil && !v.tsPass.damaged && !v.tsPass.ended && size != strconv.FormatInt(v.tsSize, 10) {
-		v.damage(KindFileAppended, vocab.TypescriptFile, v.closeSeq, v.tsPass.good, v.tsSize, "file is %d bytes, the close record vouches for %s (bytes appended)", v.tsSize, size)
+		v.damage(KindFileAppended, vocab.TypescriptFile, v.closeSeq, v.tsPass.good, v.tsSize, "file is %d bytes, the close record vouches for %s (bytes appended)", v.tsSize, size).differs(size, v.tsSize)
 	}
 	if size := c.Attrs[vocab.AttrTMSize]; v.tm != nil && size != strconv.FormatInt(v.tmSize, 10) && !v.timingDamaged() {
-		v.anomaly(KindFileAppended, vocab.TimingFile, v.closeSeq, v.tmSize, "file is %d bytes, the close record vouches for %s (bytes appended)", v.tmSize, size)
+		v.anomaly(KindFileAppended, vocab.TimingFile, v.closeSeq, v.tmSize, "file is %d bytes, the close record vouches for %s (bytes appended)", v.tmSize, size).differs(size, v.tmSize)
 	}
 	for stream, n := range map[string]int64{vocab.StreamIn: v.rep.Bytes.In, vocab.StreamOut: v.rep.Bytes.Out, vocab.StreamErr: v.rep.Bytes.Err} {
 		if got := c.Attrs[vocab.AttrCloseBytes+stream]; got != strconv.FormatInt(n, 10) {
-			v.anomaly(KindCountMismatch, vocab.LogFile, v.closeSeq, -1, "close record counts %s bytes of stream %s, the data records %d", got, stream, n)
+			v.anomaly(KindCountMismatch, vocab.LogFile, v.closeSeq, -1, "close record counts %s bytes of stream %s, the data records %d", got, stream, n).differs(got, n)
 		}
 	}
 }

@@ -32,9 +32,9 @@ func TestDataRecordPlacement(t *testing.T) {
 		want     []Anomaly
 	}{
 		{"data over the header line", vocab.TypeData, 0, 5, false, []Anomaly{{Kind: KindDataMisplaced, File: vocab.LogFile, Seq: 4, Offset: 900, End: -1,
-			Msg: "data at typescript offset 0 where 15 belongs"}}},
+			Expected: "15", Actual: "0", Msg: "data at typescript offset 0 where 15 belongs"}}},
 		{"zero-length data elsewhere", vocab.TypeData, 3, 0, false, []Anomaly{{Kind: KindDataMisplaced, File: vocab.LogFile, Seq: 4, Offset: 900, End: -1,
-			Msg: "data at typescript offset 3 where 15 belongs"}}},
+			Expected: "15", Actual: "3", Msg: "data at typescript offset 3 where 15 belongs"}}},
 		{"zero-length data in place", vocab.TypeData, 15, 0, true, nil},
 		{"zero-length gap, not stored", vocab.TypeGap, -1, 0, true, nil},
 		{"negative-length gap", vocab.TypeGap, -1, -1, false, []Anomaly{{Kind: KindRecordMalformed, File: vocab.LogFile, Seq: 4, Offset: 900, End: -1,

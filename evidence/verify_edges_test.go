@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +172,7 @@ func TestForgedLastCheckpointDigestDoesNotHideAFlippedByte(t *testing.T) {
 	}
 	if found := anomaliesOf(rep, evidence.KindDataDigestMismatch); len(found) != 1 || found[0] != (evidence.Anomaly{
 		Kind: evidence.KindDataDigestMismatch, File: vocab.TypescriptFile, Seq: 3, Offset: header + 7, End: header + 14,
+		Expected: sha256Hex([]byte(recordertest.UnfinalizedBody[7:])), Actual: sha256Hex(ts[header+7 : header+14]),
 		Msg: fmt.Sprintf("bytes %d..%d differ from the recorded digest", header+7, header+14)}) {
 		t.Errorf("data findings %+v, want one on record 3, bytes %d..%d (all: %v)", found, header+7, header+14, rep.Anomalies)
 	}
@@ -288,6 +290,7 @@ func TestBothFilesAppendedAfterTheClose(t *testing.T) {
 		t.Fatalf("findings %+v, want two", rep.Anomalies)
 	}
 	if a := rep.Anomalies[0]; a != (evidence.Anomaly{Kind: evidence.KindFileAppended, File: vocab.TypescriptFile, Seq: closeSeq, Offset: sizes[0], End: ts,
+		Expected: strconv.FormatInt(sizes[0], 10), Actual: strconv.FormatInt(ts, 10),
 		Msg: fmt.Sprintf("file is %d bytes, the close record vouches for %d (bytes appended)", ts, sizes[0])}) {
 		t.Errorf("typescript finding %+v, want bytes %d..%d appended", a, sizes[0], ts)
 	}

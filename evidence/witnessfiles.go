@@ -184,7 +184,7 @@ func (w *witnessEvidence) checkCount(v *verifier, n int) {
 		return
 	}
 	if w.closeFiles != strconv.Itoa(n) {
-		v.anomaly(KindCountMismatch, vocab.LogFile, v.closeSeq, -1, "close record counts %s %s files, the signed %s records %d", w.closeFiles, w.class.dir, w.class.fileType, n)
+		v.anomaly(KindCountMismatch, vocab.LogFile, v.closeSeq, -1, "close record counts %s %s files, the signed %s records %d", w.closeFiles, w.class.dir, w.class.fileType, n).differs(w.closeFiles, n)
 	}
 }
 
@@ -207,10 +207,10 @@ func (w *witnessEvidence) checkFile(v *verifier, c fileClaim) bool {
 	case c.size < 0:
 		return false
 	case size < c.size:
-		v.damage(KindFileTruncated, rel, c.seq, size, c.size, "file ends at %d, inside the %d bytes record %d vouches for (truncated)", size, c.size, c.seq)
+		v.damage(KindFileTruncated, rel, c.seq, size, c.size, "file ends at %d, inside the %d bytes record %d vouches for (truncated)", size, c.size, c.seq).differs(c.size, size)
 		return false
 	case size > c.size:
-		v.damage(KindFileAppended, rel, c.seq, c.size, size, "file is %d bytes, record %d vouches for %d (bytes appended)", size, c.seq, c.size)
+		v.damage(KindFileAppended, rel, c.seq, c.size, size, "file is %d bytes, record %d vouches for %d (bytes appended)", size, c.seq, c.size).differs(c.size, size)
 		return false
 	}
 	if !digestMatches(v, f, c, rel) {
@@ -225,7 +225,7 @@ func (w *witnessEvidence) checkFile(v *verifier, c fileClaim) bool {
 		n, err = w.class.count(v, rel, io.NewSectionReader(f, 0, c.size))
 	}
 	if err != nil || n != c.count {
-		v.anomaly(KindCountMismatch, rel, c.seq, -1, "holds %d %s (%v), record %d counts %d", n, w.class.countAttr, err, c.seq, c.count)
+		v.anomaly(KindCountMismatch, rel, c.seq, -1, "holds %d %s (%v), record %d counts %d", n, w.class.countAttr, err, c.seq, c.count).differs(c.count, n)
 		return false
 	}
 	return true
@@ -242,7 +242,7 @@ func (w *witnessEvidence) checkPrefix(v *verifier, c fileClaim) {
 	}
 	defer f.Close()
 	if c.size < 0 || size < c.size {
-		v.damage(KindFileTruncated, rel, c.seq, size, c.size, "file ends at %d, inside the %d bytes checkpoint %d vouches for (truncated)", size, c.size, c.seq)
+		v.damage(KindFileTruncated, rel, c.seq, size, c.size, "file ends at %d, inside the %d bytes checkpoint %d vouches for (truncated)", size, c.size, c.seq).differs(c.size, size)
 		return
 	}
 	digestMatches(v, f, c, rel)
@@ -252,7 +252,8 @@ func (w *witnessEvidence) checkPrefix(v *verifier, c fileClaim) {
 func digestMatches(v *verifier, f *os.File, c fileClaim, rel string) bool {
 	h := sha256.New()
 	if n, _ := io.Copy(h, io.NewSectionReader(f, 0, c.size)); n != c.size || hex.EncodeToString(h.Sum(nil)) != c.sha256 {
-		v.damage(KindFileDigestMismatch, rel, c.seq, 0, c.size, "bytes 0..%d differ from the digest record %d vouches for (altered)", c.size, c.seq)
+		v.damage(KindFileDigestMismatch, rel, c.seq, 0, c.size, "bytes 0..%d differ from the digest record %d vouches for (altered)", c.size, c.seq).
+			differs(c.sha256, hex.EncodeToString(h.Sum(nil)))
 		return false
 	}
 	return true

@@ -62,7 +62,7 @@ func TestCloseCountsMoreWitnessFilesThanSigned(t *testing.T) {
 	dir := recordWith(t, miscounted{auditLines(syscallLine(1, "pts3", "7")), "2"}, nil)
 	rep := verify(dir, recordertest.Signer().PublicKey())
 	exactly(t, rep, evidence.Anomaly{Kind: evidence.KindCountMismatch, File: vocab.LogFile, Seq: recordSeq(t, dir, vocab.TypeClose), Offset: -1, End: -1,
-		Msg: fmt.Sprintf("close record counts 2 %s files, the signed %s records 1", vocab.AuditDir, vocab.TypeAuditFile)})
+		Expected: "2", Actual: "1", Msg: fmt.Sprintf("close record counts 2 %s files, the signed %s records 1", vocab.AuditDir, vocab.TypeAuditFile)})
 }
 
 // A pcap file's record counting packets its file does not hold: the
@@ -73,7 +73,7 @@ func TestWitnessFileCountConcernsNoOffset(t *testing.T) {
 	rep := verify(dir, recordertest.Signer().PublicKey())
 	seq := recordSeq(t, dir, vocab.TypePcapFile)
 	exactly(t, rep, evidence.Anomaly{Kind: evidence.KindCountMismatch, File: vocab.PcapDir + "/capture-000001.pcapng", Seq: seq, Offset: -1, End: -1,
-		Msg: fmt.Sprintf("holds 0 packets (<nil>), record %d counts 3", seq)})
+		Expected: "3", Actual: "0", Msg: fmt.Sprintf("holds 0 packets (<nil>), record %d counts 3", seq)})
 }
 
 // A session closing now: its recorder holds the log, which ends in the

@@ -92,6 +92,7 @@ func TestCurrentWitnessFileOfACutSession(t *testing.T) {
 				want = []evidence.Kind{evidence.KindUnfinalized, evidence.KindFileDigestMismatch}
 				if got := anomaliesOf(rep, evidence.KindFileDigestMismatch); len(got) != 1 || got[0] != (evidence.Anomaly{
 					Kind: evidence.KindFileDigestMismatch, File: vocab.AuditDir + "/" + name, Seq: 5, Offset: 0, End: int64(len(first)),
+					Expected: hex.EncodeToString(sum[:]), Actual: sha256Hex(content[:len(first)]),
 					Msg: fmt.Sprintf("bytes 0..%d differ from the digest record 5 vouches for (altered)", len(first))}) {
 					t.Errorf("digest findings %+v, want one over the vouched-for %d bytes", got, len(first))
 				}

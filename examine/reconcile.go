@@ -106,8 +106,11 @@ func (r *RunReport) anomaly(kind evidence.Kind, file, format string, args ...any
 	r.Anomalies = append(r.Anomalies, evidence.Anomaly{Kind: kind, File: file, Seq: -1, Offset: -1, End: -1, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (s *SessionReconciliation) anomaly(kind evidence.Kind, file string, off int64, format string, args ...any) {
+// anomaly reports a finding of the reconciliation; the caller may state
+// the two values compared (Expected, Actual) on the anomaly returned.
+func (s *SessionReconciliation) anomaly(kind evidence.Kind, file string, off int64, format string, args ...any) *evidence.Anomaly {
 	s.Anomalies = append(s.Anomalies, evidence.Anomaly{Kind: kind, File: file, Seq: -1, Offset: off, End: -1, Msg: fmt.Sprintf(format, args...)})
+	return &s.Anomalies[len(s.Anomalies)-1]
 }
 
 // VerifyRun verifies every session of runDir against the examiner's keys
@@ -118,6 +121,10 @@ func (s *SessionReconciliation) anomaly(kind evidence.Kind, file string, off int
 func VerifyRun(runDir string, keys evidence.Keys, opts evidence.Options) *RunReport {
 	opts.PTY = nil
 	rr := &RunReport{RunDir: runDir, Layout: runLayout(runDir), Sessions: []*SessionReconciliation{}, Anomalies: []evidence.Anomaly{}, Notes: []evidence.Note{}}
+	if why := notARun(runDir); why != "" {
+		rr.anomaly(evidence.KindNotASession, runDir, "%s", why)
+		return rr
+	}
 	tees := map[string]string{}
 	sessionsRel := ""
 	if rr.Layout == LayoutHarvest {
@@ -279,7 +286,7 @@ func (s *SessionReconciliation) reconcile(dir string) {
 		segs, sideLen := sideSegments(recs, st.stream, limit)
 		if limit > sideLen {
 			s.Anomalies = append(s.Anomalies, evidence.Anomaly{Kind: evidence.KindCountMismatch, File: logPath, Seq: seq, Offset: -1, End: -1,
-				Msg: fmt.Sprintf("%s stream: the close record counts %d bytes delivered, only %d were recorded", st.dir, limit, sideLen)})
+				Expected: strconv.FormatInt(limit, 10), Actual: strconv.FormatInt(sideLen, 10), Msg: fmt.Sprintf("%s stream: the close record counts %d bytes delivered, only %d were recorded", st.dir, limit, sideLen)})
 		}
 		c := &streamCompare{s: s, ts: ts, tsPath: tsPath, dir: st.dir, segs: segs, sideLen: sideLen, teeLen: teeLens[st.dir]}
 		c.run()
@@ -449,8 +456,9 @@ func (c *streamCompare) checkUnstored(tee io.Reader, sg segment, pos int64) (int
 		c.s.anomaly(evidence.KindNotReconciled, c.s.Tee, pos, "%s stream: tee bytes %d..%d cannot be checked: the sidecar did not store them and delivered only part of what their digest covers",
 			c.dir, pos, pos+sg.len)
 	case hex.EncodeToString(h.Sum(nil)) != sg.sha:
-		c.s.anomaly(evidence.KindTeeMismatch, c.s.Tee, pos, "%s stream: tee bytes %d..%d differ from the digest of the bytes the sidecar counted but did not store",
+		a := c.s.anomaly(evidence.KindTeeMismatch, c.s.Tee, pos, "%s stream: tee bytes %d..%d differ from the digest of the bytes the sidecar counted but did not store",
 			c.dir, pos, pos+sg.len)
+		a.Expected, a.Actual = sg.sha, hex.EncodeToString(h.Sum(nil))
 		return n, errReported
 	}
 	return n, nil

@@ -6,7 +6,9 @@
 package examine_test
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -242,8 +244,17 @@ func TestReconcileUnstored(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			runDir := recordertest.NewRunDir(t)
 			out, _ := recordertest.Record(t, runDir, spec)
-			tee := writeTee(t, runDir, spec.ID, teeEntry{"out", tt.tee(out)})
-			reconcileAndCheck(t, runDir, spec.ID, tee, tt.want, tt.off)
+			teeOut := tt.tee(out)
+			tee := writeTee(t, runDir, spec.ID, teeEntry{"out", teeOut})
+			sr := reconcileAndCheck(t, runDir, spec.ID, tee, tt.want, tt.off)
+			// Past the cap the digests are what was compared: the
+			// sidecar's of what it counted, and the tee's bytes'.
+			if tt.off == 8 && len(sr.Anomalies) == 1 {
+				want, got := sha256.Sum256(out[8:24]), sha256.Sum256(teeOut[8:24])
+				if a := sr.Anomalies[0]; a.Expected != hex.EncodeToString(want[:]) || a.Actual != hex.EncodeToString(got[:]) {
+					t.Errorf("expected %q actual %q, want the digests %x and %x", a.Expected, a.Actual, want, got)
+				}
+			}
 		})
 	}
 }

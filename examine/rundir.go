@@ -1,6 +1,8 @@
 // Package examine holds the examiner's tools above the session verifier
 // (package evidence): verifying a run folder and reconciling a harvest with
 // the tool server's tee (VerifyRun, reconcile.go, tee.go, rundir.go),
+// telling a path that is no session folder from a damaged one
+// (VerifySession, notasession.go),
 // asciicast export, session listing (list.go, `ls`), replay and live follow
 // (play.go), and the JSON encoder of every report it prints. Like
 // evidence, it treats every file of a capture folder as hostile, writes

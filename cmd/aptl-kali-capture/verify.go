@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
+	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/termsafe"
@@ -31,13 +34,14 @@ func runVerify(args []string) int {
 	runDir := fs.String("run-dir", "", "a run folder: <root>/<run_id> as serve writes it, or a harvest (kali-side/ and mcp-side/), whose sessions are also reconciled with the tool server's tee")
 	e.SetSynopsis(progName + " verify --key HOST_KEY.pub [--json] (SESSION_DIR... | --run-dir RUN_DIR)")
 	e.SetEpilogue("A SESSION_DIR is the folder that holds pty/ (any name: the ids come from the signed record).\n" +
-		"Exit status: 0 every session ok, 1 something is wrong or unfinished, 2 a usage error.")
+		"A path that is no session folder (a run folder, a harvest, a capture root) is reported not-a-session, with what to give instead.\n" +
+		"Exit status: 0 every session ok, 1 something is wrong or unfinished (not-a-session included), 2 a usage error.")
 	e.Operands(0, -1)
 	if err := e.Parse(args); err != nil {
 		return failUsage("verify", err)
 	}
 	if len(keys) == 0 {
-		return failUsage("verify", e.SettingError("key", "missing: the sidecar's host key (its .pub, or a known_hosts file) is what makes the records evidence"))
+		return failUsage("verify", e.SettingError("key", "missing: the sidecar's host key (its .pub, or a known_hosts file) is what makes the records evidence; %s", hostKeyWhere))
 	}
 	if (*runDir == "") == (fs.NArg() == 0) {
 		return failUsage("verify", e.SettingError("run-dir", "give either session folders or --run-dir, not both and not neither"))
@@ -61,11 +65,12 @@ func runVerify(args []string) int {
 	} else {
 		out.OK, out.Sessions = true, []sessionOutput{}
 		for _, dir := range fs.Args() {
-			rep := evidence.Verify(dir, trusted, opts)
+			rep := examine.VerifySession(dir, trusted, opts)
 			out.OK = out.OK && rep.OK()
 			out.Sessions = append(out.Sessions, sessionOutput{Report: rep, Reconcile: []evidence.Anomaly{}})
 		}
 	}
+	out.summarize()
 	if *asJSON {
 		examine.NewJSONEncoder(os.Stdout).Encode(out)
 	} else {
@@ -77,6 +82,12 @@ func runVerify(args []string) int {
 	return exitOK
 }
 
+// hostKeyWhere says where the key --key wants is: the sidecar writes its
+// host key into its state folder, and the Compose pair's up.sh writes it
+// as a known_hosts line.
+var hostKeyWhere = "the sidecar's is <state-dir>/" + broker.HostKeyFile + ".pub (" + defaultStateDir + "/" + broker.HostKeyFile +
+	".pub by default), or compose/local/known_hosts for the Compose pair"
+
 // verifyOutput is what verify prints: with --json, as one JSON document
 // whose schema docs/RECORD.md states ("verify --json"); field names are
 // lowercase and lists are [] when empty, never null.
@@ -84,6 +95,26 @@ type verifyOutput struct {
 	OK       bool            `json:"ok"` // every session ok, nothing wrong at the run level
 	Run      *runOutputInfo  `json:"run,omitempty"`
 	Sessions []sessionOutput `json:"sessions"`
+	// Summary counts the findings of every session and of the run by
+	// class (evidence.ClassCounter), gaps as GapRecorded.
+	Summary []evidence.ClassCount `json:"summary"`
+}
+
+// summarize fills the sessions' summaries and the whole output's.
+func (out *verifyOutput) summarize() {
+	all := evidence.ClassCounter{}
+	if out.Run != nil {
+		all.Add(out.Run.Anomalies, nil)
+	}
+	for i := range out.Sessions {
+		s := &out.Sessions[i]
+		c := evidence.ClassCounter{}
+		c.Add(s.Anomalies, s.Gaps)
+		c.Add(s.Reconcile, nil)
+		s.Summary = c.Summary()
+		all.Merge(c)
+	}
+	out.Summary = all.Summary()
 }
 
 // runOutputInfo is the run level of --run-dir.
@@ -101,6 +132,9 @@ type sessionOutput struct {
 	*evidence.Report
 	Tee       string             `json:"tee,omitempty"`
 	Reconcile []evidence.Anomaly `json:"reconcile"`
+	// Summary counts the session's findings, its reconciliation's and its
+	// gaps by class.
+	Summary []evidence.ClassCount `json:"summary"`
 }
 
 func runOutput(rr *examine.RunReport) verifyOutput {
@@ -118,6 +152,9 @@ func loadTrustedKeys(paths []string) (evidence.Keys, error) {
 	var keys evidence.Keys
 	for _, p := range paths {
 		data, err := readKeyFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return keys, fmt.Errorf("--key: %w; %s", err, hostKeyWhere)
+		}
 		if err != nil {
 			return keys, fmt.Errorf("--key: %w", err)
 		}
@@ -156,6 +193,7 @@ var verdicts = map[evidence.Status]string{
 	evidence.StatusInProgress:  "LIVE",
 	evidence.StatusUnfinalized: "FAIL",
 	evidence.StatusTampered:    "FAIL",
+	evidence.StatusNotASession: "FAIL",
 }
 
 func printOutput(w io.Writer, out verifyOutput) {
@@ -179,7 +217,16 @@ func printOutput(w io.Writer, out verifyOutput) {
 }
 
 func printReport(w io.Writer, rep *evidence.Report) {
-	printLine(w, "%s %s status=%s run=%s session=%s records=%d signed=%d finalized=%v bytes in=%d out=%d err=%d stored=%d",
+	if rep.Status == evidence.StatusNotASession {
+		// Nothing was verified: what the path is, and what to give, is all.
+		for _, a := range rep.Anomalies {
+			printLine(w, "%s %s status=%s: %s", verdicts[rep.Status], rep.Dir, rep.Status, a.Msg)
+		}
+		return
+	}
+	// checkpoints= counts the trusted checkpoints (signed_checkpoints in
+	// --json); records= the records that chain.
+	printLine(w, "%s %s status=%s run=%s session=%s records=%d checkpoints=%d finalized=%v bytes in=%d out=%d err=%d stored=%d",
 		verdicts[rep.Status], rep.Dir, rep.Status, rep.RunID, rep.SessionID, rep.Records, rep.Signed, rep.Finalized,
 		rep.Bytes.In, rep.Bytes.Out, rep.Bytes.Err, rep.Bytes.Stored)
 	if rep.Status == evidence.StatusInProgress {

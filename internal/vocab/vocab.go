@@ -440,3 +440,35 @@ const (
 	BudgetRun    = "run"
 	BudgetVolume = "volume"
 )
+
+// Finding classes: the verifier's verdicts in classes, the `class` of each
+// finding of `verify --json` (docs/RECORD.md, "Finding classes"). Each
+// anomaly kind of the verifier belongs to exactly one (evidence/kinds.go
+// holds the table); a recorded gap is GapRecorded, and fails nothing. The
+// names are CamelCase, as the examiners' tooling (Boundary's findings)
+// names them, so the four it shares are spelled as it spells them.
+const (
+	FindingMissingFile          = "MissingFile"          // a file the records vouch for is missing or unreadable
+	FindingUnvouched            = "Unvouched"            // a file or bytes that no signed record vouches for
+	FindingChecksumMismatch     = "ChecksumMismatch"     // bytes differ from the digest a record holds
+	FindingTruncation           = "Truncation"           // a file ends inside bytes a record vouches for
+	FindingCountMismatch        = "CountMismatch"        // a count a record holds differs from what is there
+	FindingTimingMismatch       = "TimingMismatch"       // the timing file's totals differ from the stored bytes
+	FindingInvalidSignature     = "InvalidSignature"     // a signature does not verify, or a record that must be signed is not
+	FindingUntrustedKey         = "UntrustedKey"         // no trusted key, or signed by a key not trusted or revoked
+	FindingMalformedFileContent = "MalformedFileContent" // a record, timing line or tee line the writer does not write
+	FindingChainBreak           = "ChainBreak"           // the hash chain is broken: a record removed, reordered, added
+	FindingForeignEvidence      = "ForeignEvidence"      // evidence of another run or audit session among a session's
+	FindingTeeMismatch          = "TeeMismatch"          // the tool server's tee differs from the record, or cannot be compared
+	FindingUnfinalized          = "Unfinalized"          // no close record, and no recorder holds the log
+	FindingGapRecorded          = "GapRecorded"          // the chain records data lost or not stored (no failure)
+	FindingNotASession          = "NotASession"          // a path that is not a session folder
+)
+
+// FindingClasses lists every finding class, in docs/RECORD.md's order.
+var FindingClasses = []string{
+	FindingMissingFile, FindingUnvouched, FindingChecksumMismatch, FindingTruncation,
+	FindingCountMismatch, FindingTimingMismatch, FindingInvalidSignature, FindingUntrustedKey,
+	FindingMalformedFileContent, FindingChainBreak, FindingForeignEvidence, FindingTeeMismatch,
+	FindingUnfinalized, FindingGapRecorded, FindingNotASession,
+}
