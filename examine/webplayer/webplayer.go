@@ -99,22 +99,28 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"sh
 // ErrTooLarge is wrapped by the refusal of a file past its bound.
 var ErrTooLarge = errors.New("too large for a web page")
 
+// PageInfo is what a page said of its session, for a run's index.
+type PageInfo struct {
+	Summary examine.Summary
+	Verdict string // the verifier's status; "" when not verified
+}
+
 // WritePage writes the page of the session in dir to w. Nothing is written
 // when the session cannot be read: the timing must parse (the one parser,
 // scriptfmt), the typescript hold what it accounts for, both within their
 // bounds; the error names the file and what is wrong.
-func WritePage(w io.Writer, dir string, opts Options) error {
+func WritePage(w io.Writer, dir string, opts Options) (PageInfo, error) {
 	tm, err := readBounded(dir, vocab.TimingFile, MaxTimingBytes)
 	if err != nil {
-		return err
+		return PageInfo{}, err
 	}
 	ts, err := readBounded(dir, vocab.TypescriptFile, MaxTypescriptBytes)
 	if err != nil {
-		return err
+		return PageInfo{}, err
 	}
 	rec, err := scanRecord(dir, ts, tm)
 	if err != nil {
-		return err
+		return PageInfo{}, err
 	}
 	fileSum := sha256.Sum256(ts)
 	embedded := ts
@@ -125,8 +131,9 @@ func WritePage(w io.Writer, dir string, opts Options) error {
 		}
 	}
 	embeddedSum := sha256.Sum256(embedded)
+	info := PageInfo{Summary: examine.Summarize(dir, "", "")}
 	p := page{
-		Summary:        summaryView(examine.Summarize(dir, "", "")),
+		Summary:        summaryView(info.Summary),
 		Verdict:        verdictOf(dir, opts.Keys),
 		InputIncluded:  opts.Input,
 		InputBytes:     rec.inputBytes,
@@ -144,14 +151,15 @@ func WritePage(w io.Writer, dir string, opts Options) error {
 		TypescriptSize: int64(len(ts)),
 	}
 	p.Witnesses = witnessesOf(p.Verdict.report, rec.openAttrs)
+	info.Verdict = p.Verdict.Status
 	bw := bufio.NewWriterSize(w, 1<<20)
 	if err := pageTemplate.ExecuteTemplate(bw, "page", p); err != nil {
-		return fmt.Errorf("webplayer: %w", err)
+		return info, fmt.Errorf("webplayer: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("webplayer: %w", err)
+		return info, fmt.Errorf("webplayer: %w", err)
 	}
-	return nil
+	return info, nil
 }
 
 // readBounded reads one file of the session's pty folder whole, as the
