@@ -145,8 +145,8 @@ func WritePage(w io.Writer, dir string, opts Options) (PageInfo, error) {
 		TermJSLicense:  termJSLicense,
 		TermJS:         template.JS(termJS),
 		PlayerJS:       template.JS(playerJS),
-		TypescriptB64:  template.JSStr(base64.StdEncoding.EncodeToString(embedded)),
-		TimingB64:      template.JSStr(base64.StdEncoding.EncodeToString(tm)),
+		TypescriptB64:  base64Literal(embedded),
+		TimingB64:      base64Literal(tm),
 		Player:         playerData{Input: opts.Input, Gaps: rec.gapMarks()},
 		TypescriptSize: int64(len(ts)),
 	}
@@ -160,6 +160,15 @@ func WritePage(w io.Writer, dir string, opts Options) (PageInfo, error) {
 		return info, fmt.Errorf("webplayer: %w", err)
 	}
 	return info, nil
+}
+
+// base64Literal is b as a JavaScript string literal of its base64. The
+// alphabet (A-Z a-z 0-9 + / =) holds no quote, backslash or '<', so the
+// literal can neither end the string nor the script element: it goes in
+// as it is, without html/template's escaping of '+' as \u002b, which
+// would add a twelfth to the page.
+func base64Literal(b []byte) template.JS {
+	return template.JS(`"` + base64.StdEncoding.EncodeToString(b) + `"`)
 }
 
 // readBounded reads one file of the session's pty folder whole, as the
@@ -326,8 +335,8 @@ type page struct {
 	TermJSLicense  string
 	TermJS         template.JS
 	PlayerJS       template.JS
-	TypescriptB64  template.JSStr
-	TimingB64      template.JSStr
+	TypescriptB64  template.JS
+	TimingB64      template.JS
 	Player         playerData
 }
 
