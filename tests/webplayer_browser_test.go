@@ -81,7 +81,7 @@ func TestWebPlayerInChromiumMatchesScriptreplay(t *testing.T) {
 			cols, rows := finalSize(term)
 			want := tmuxScreen(t, tmux, scriptreplay, dir, cols, rows)
 			start := time.Now()
-			dom := chromiumDOM(t, chromium, page)
+			dom := chromiumRun(t, chromium, pageURL(page, playToEnd), "--dump-dom")
 			t.Logf("chromium loaded and played %s in %v", filepath.Base(page), time.Since(start).Round(time.Millisecond))
 			if !bytes.Contains(dom, []byte(`data-player-state="ended"`)) {
 				t.Fatalf("the page did not play to the end; its state: %s", regexp.MustCompile(`data-player-state="[^"]*"`).Find(dom))
@@ -98,7 +98,7 @@ func TestWebPlayerInChromiumMatchesScriptreplay(t *testing.T) {
 			}
 			if term.ID == "resized" {
 				shot := filepath.Join(artifacts, "webplayer-"+term.ID+".png")
-				chromiumRun(t, chromium, page, "--window-size=1200,1400", "--screenshot="+shot)
+				chromiumRun(t, chromium, pageURL(page, playToEnd), "--window-size=1200,1400", "--screenshot="+shot)
 				if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
 					t.Errorf("no screenshot at %s: %v", shot, err)
 				}
@@ -147,12 +147,12 @@ func tmuxScreen(t *testing.T, tmux, scriptreplay, dir string, cols, rows int) st
 // chromiumRun runs headless Chromium on the page with no network: in a
 // network namespace of its own when root can make one, else with every
 // host name unresolvable and a proxy that is nothing.
-func chromiumRun(t *testing.T, chromium, page string, extra ...string) []byte {
+func chromiumRun(t *testing.T, chromium, url string, extra ...string) []byte {
 	t.Helper()
 	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 		"--user-data-dir=" + t.TempDir(), "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
 		"--virtual-time-budget=20000"}, extra...)
-	args = append(args, "file://"+page+"?speed=1000&autoplay=1&dumpscreen=1")
+	args = append(args, url)
 	name := chromium
 	if unshare, err := exec.LookPath("unshare"); err == nil && os.Geteuid() == 0 {
 		name, args = unshare, append([]string{"-n", chromium}, args...)
@@ -169,10 +169,11 @@ func chromiumRun(t *testing.T, chromium, page string, extra ...string) []byte {
 	return out
 }
 
-func chromiumDOM(t *testing.T, chromium, page string) []byte {
-	t.Helper()
-	return chromiumRun(t, chromium, page, "--dump-dom")
-}
+// playToEnd is the query that plays a page to its end at once and has it
+// write its screen into the DOM.
+const playToEnd = "?speed=1000&autoplay=1&dumpscreen=1"
+
+func pageURL(page, query string) string { return "file://" + page + query }
 
 // screenDump is the terminal's text the page wrote into its screen-dump
 // element (?dumpscreen=1) from the terminal's rows once played.
@@ -197,4 +198,38 @@ func trimScreen(s string) string {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}
+
+// TestWebPlayerLargePageLoad measures what a 10 MiB typescript costs the
+// browser: the page's size, the time from the command's start to the
+// player ready (the page read, both files decoded, the timing parsed), and
+// to the end of a play at 1000 times real time. It fails only when the
+// page does not get there; the figures are the log's (docs/EXAMINER.md).
+func TestWebPlayerLargePageLoad(t *testing.T) {
+	chromium, _, _ := browserTools(t)
+	if !slowTests {
+		t.Skip("records and plays a 10 MiB session; set APTL_CAPTURE_SLOW_TESTS=1 to run it")
+	}
+	bin := buildCommand(t)
+	dir := rt.RecordLarge(t, t.TempDir(), 10<<20)
+	page := filepath.Join(t.TempDir(), "large.html")
+	if out, code := runCommand(t, bin, "export", "--format", "html", "--out", page, dir); code != 0 {
+		t.Fatalf("export --format html: exit %d: %s", code, out)
+	}
+	st, err := os.Stat(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ query, state string }{
+		{"?", "ready"},
+		{"?speed=1000&autoplay=1", "ended"},
+	} {
+		start := time.Now()
+		dom := chromiumRun(t, chromium, pageURL(page, c.query), "--dump-dom")
+		took := time.Since(start).Round(time.Millisecond)
+		if !bytes.Contains(dom, []byte(`data-player-state="`+c.state+`"`)) {
+			t.Errorf("%s: the page did not get to %q; its state: %s", c.query, c.state, regexp.MustCompile(`data-player-state="[^"]*"`).Find(dom))
+		}
+		t.Logf("10 MiB typescript, page of %.1f MiB: chromium to %q (%s) in %v", float64(st.Size())/(1<<20), c.state, c.query, took)
+	}
 }

@@ -255,3 +255,38 @@ func TestSplitCharacterKeptAsBytes(t *testing.T) {
 		t.Error("the player decodes entries without a streaming decoder")
 	}
 }
+
+// TestVendoredTermJSIsDebians: the embedded term.js is Debian's
+// libjs-term.js byte for byte, where that package is installed.
+func TestVendoredTermJSIsDebians(t *testing.T) {
+	const debian = "/usr/share/javascript/term.js/term.min.js"
+	b, err := os.ReadFile(debian)
+	if err != nil {
+		t.Skipf("%s: %v (Debian package libjs-term.js)", debian, err)
+	}
+	if string(b) != termJS {
+		t.Errorf("term.min.js differs from %s: a changed copy must say so in LICENSE.term.js and docs/EXAMINER.md", debian)
+	}
+}
+
+// BenchmarkWritePage10MiB: a page of a 10 MiB typescript, verified.
+func BenchmarkWritePage10MiB(b *testing.B) {
+	dir := rt.RecordLarge(b, b.TempDir(), 10<<20)
+	keys := evidence.Keys{Trusted: rt.Trusted()}
+	var size int
+	for b.Loop() {
+		var cw countingWriter
+		if _, err := WritePage(&cw, dir, Options{Keys: &keys}); err != nil {
+			b.Fatal(err)
+		}
+		size = int(cw)
+	}
+	b.ReportMetric(float64(size)/(1<<20), "page-MiB")
+}
+
+type countingWriter int64
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
+}

@@ -1,6 +1,7 @@
 package recordertest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
@@ -67,4 +68,22 @@ func RecordTerminal(t testing.TB, root string, term Terminal) string {
 		t.Fatal(err)
 	}
 	return s.Dir()
+}
+
+// RecordLarge records under root a PTY session of at least size bytes of
+// output, in reads of about 4 KiB of 80-column lines, with a keystroke
+// every 64 reads, and returns its folder: the record of the web player's
+// benchmark and browser load test.
+func RecordLarge(tb testing.TB, root string, size int) string {
+	tb.Helper()
+	line := strings.Repeat("0123456789abcdef", 5)[:78] + "\r\n"
+	read := strings.Repeat(line, 4096/len(line))
+	var steps []Step
+	for n, i := 0, 0; n < size; n, i = n+len(read), i+1 {
+		steps = append(steps, Step{Chunk: Out(read)})
+		if i%64 == 0 {
+			steps = append(steps, Step{Chunk: In("x")})
+		}
+	}
+	return RecordTerminal(tb, root, Terminal{ID: "large", Rows: 24, Cols: 80, Steps: steps})
 }
