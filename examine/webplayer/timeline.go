@@ -13,14 +13,13 @@ const timelineHeight = 100
 // timeline is the bytes-per-second chart, drawn in Go so that it is there
 // with JavaScript off.
 type timeline struct {
-	Bars        []timelineBar
-	Columns     int
-	BucketSecs  int64
-	MaxOut      int64
-	MaxIn       int64
-	TotalSecs   string
-	Middle      int
-	EmptyRecord bool
+	Bars       []timelineBar
+	Columns    int
+	BucketSecs int64
+	MaxOut     int64
+	MaxIn      int64
+	TotalSecs  string
+	Middle     int
 }
 
 // timelineBar is one column's two bars, in SVG units.
@@ -50,7 +49,7 @@ func (rec *recordScan) timeline() timeline {
 		}
 	}
 	tl := timeline{Columns: cols, BucketSecs: bucket, Middle: timelineHeight / 2,
-		TotalSecs: fmt.Sprintf("%.1f", rec.duration.Seconds()), EmptyRecord: len(rec.entries) == 0}
+		TotalSecs: fmt.Sprintf("%.1f", rec.duration.Seconds())}
 	for i := range cols {
 		tl.MaxIn, tl.MaxOut = max(tl.MaxIn, in[i]), max(tl.MaxOut, out[i])
 	}

@@ -83,13 +83,13 @@ type Options struct {
 }
 
 //go:embed term.min.js
-var termJS string
+var termJS template.JS
 
 //go:embed LICENSE.term.js
 var termJSLicense string
 
 //go:embed player.js
-var playerJS string
+var playerJS template.JS
 
 //go:embed page.html.tmpl
 var pageTemplateText string
@@ -143,13 +143,14 @@ func WritePage(w io.Writer, dir string, opts Options) (PageInfo, error) {
 		Gaps:           rec.gaps,
 		GapsLeftOff:    rec.gapsLeftOff,
 		TermJSLicense:  termJSLicense,
-		TermJS:         template.JS(termJS),
-		PlayerJS:       template.JS(playerJS),
-		TypescriptB64:  base64Literal(embedded),
-		TimingB64:      base64Literal(tm),
-		Player:         playerData{Input: opts.Input, Gaps: rec.gapMarks()},
 		TypescriptSize: int64(len(ts)),
 	}
+	dataJS, err := dataScript(playerData{Input: opts.Input, Gaps: rec.gapMarks()}, embedded, tm)
+	if err != nil {
+		return info, err
+	}
+	p.Scripts = []template.JS{termJS, dataJS, playerJS}
+	p.CSP = contentPolicy(p.Scripts)
 	p.Witnesses = witnessesOf(p.Verdict.report, rec.openAttrs)
 	info.Verdict = p.Verdict.Status
 	bw := bufio.NewWriterSize(w, 1<<20)
@@ -162,13 +163,41 @@ func WritePage(w io.Writer, dir string, opts Options) (PageInfo, error) {
 	return info, nil
 }
 
-// base64Literal is b as a JavaScript string literal of its base64. The
-// alphabet (A-Z a-z 0-9 + / =) holds no quote, backslash or '<', so the
-// literal can neither end the string nor the script element: it goes in
-// as it is, without html/template's escaping of '+' as \u002b, which
-// would add a twelfth to the page.
-func base64Literal(b []byte) template.JS {
-	return template.JS(`"` + base64.StdEncoding.EncodeToString(b) + `"`)
+// dataScript is the script that hands the record to the player: the
+// player's data as JSON (encoding/json escapes <, >, &, U+2028 and U+2029,
+// so no string from the record can end the script element or the
+// statement), and the two files as base64 string literals. The base64
+// alphabet (A-Z a-z 0-9 + / =) holds no quote, backslash or '<', so those
+// go in as they are, without html/template's escaping of '+' as \u002b,
+// which would add a twelfth to the page.
+func dataScript(d playerData, ts, tm []byte) (template.JS, error) {
+	j, err := json.Marshal(d)
+	if err != nil {
+		return "", fmt.Errorf("webplayer: %w", err)
+	}
+	var b strings.Builder
+	b.Grow(base64.StdEncoding.EncodedLen(len(ts)) + base64.StdEncoding.EncodedLen(len(tm)) + len(j) + 128)
+	b.WriteString("window.APTL_PLAYER = ")
+	b.Write(j)
+	b.WriteString(";\nwindow.APTL_TYPESCRIPT_B64 = \"")
+	b.WriteString(base64.StdEncoding.EncodeToString(ts))
+	b.WriteString("\";\nwindow.APTL_TIMING_B64 = \"")
+	b.WriteString(base64.StdEncoding.EncodeToString(tm))
+	b.WriteString("\";\n")
+	return template.JS(b.String()), nil
+}
+
+// contentPolicy is the page's Content-Security-Policy: nothing may be
+// loaded or connected to, and only the page's own scripts run, each named
+// by its SHA-256, so markup that a bug let through (an onerror= handler,
+// a script element) would not run.
+func contentPolicy(scripts []template.JS) string {
+	csp := "default-src 'none'; style-src 'unsafe-inline'; script-src"
+	for _, s := range scripts {
+		sum := sha256.Sum256([]byte(s))
+		csp += " 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+	}
+	return csp
 }
 
 // readBounded reads one file of the session's pty folder whole, as the
@@ -333,11 +362,10 @@ type page struct {
 	Gaps           []gapView
 	GapsLeftOff    int
 	TermJSLicense  string
-	TermJS         template.JS
-	PlayerJS       template.JS
-	TypescriptB64  template.JS
-	TimingB64      template.JS
-	Player         playerData
+	// Scripts are the page's script elements' contents, in order: term.js,
+	// the record, the player. CSP allows those exactly.
+	Scripts []template.JS
+	CSP     string
 }
 
 // summary is the banner's metadata, from the log, unverified.

@@ -2,8 +2,10 @@ package webplayer
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"html"
 	"io"
 	"os"
 	"path/filepath"
@@ -96,12 +98,32 @@ func TestNoNetworkReference(t *testing.T) {
 	if m := regexp.MustCompile(`(?i)\s(src|href|action|formaction|srcset|poster|data)\s*=`).FindString(markup); m != "" {
 		t.Errorf("an element of the page has %q", m)
 	}
-	if !strings.Contains(p, `content="default-src 'none';`) {
-		t.Error("the page's content security policy does not refuse every load by default")
+	csp := contentSecurityPolicy(t, p)
+	if !strings.HasPrefix(csp, "default-src 'none';") || strings.Contains(csp, "unsafe-inline' ;") || strings.Contains(csp, "script-src 'unsafe") {
+		t.Errorf("the page's content security policy %q does not refuse every load, or lets any inline script run", csp)
 	}
-	if strings.Contains(termJS, "://") || strings.Contains(strings.ToLower(termJS), "</script") {
+	// Each of the page's scripts is allowed by its hash, and nothing else.
+	var want []string
+	for _, m := range regexp.MustCompile(`(?s)<script>(.*?)</script>`).FindAllStringSubmatch(p, -1) {
+		sum := sha256.Sum256([]byte(m[1]))
+		want = append(want, "'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'")
+	}
+	if _, got, _ := strings.Cut(csp, "script-src "); len(want) != 3 || got != strings.Join(want, " ") {
+		t.Errorf("script-src %q; want the hashes of the page's 3 scripts, %q", got, want)
+	}
+	if strings.Contains(string(termJS), "://") || strings.Contains(strings.ToLower(string(termJS)), "</script") {
 		t.Error("the embedded term.js names a URL or ends a script element")
 	}
+}
+
+// contentSecurityPolicy is the page's policy, its attribute unescaped.
+func contentSecurityPolicy(t *testing.T, p string) string {
+	t.Helper()
+	m := regexp.MustCompile(`<meta http-equiv="Content-Security-Policy" content="([^"]*)">`).FindStringSubmatch(p)
+	if m == nil {
+		t.Fatal("the page has no content security policy")
+	}
+	return html.UnescapeString(m[1])
 }
 
 // TestFilesAsTheyAre: the timing file is embedded byte for byte, and so is
@@ -251,7 +273,7 @@ func TestSplitCharacterKeptAsBytes(t *testing.T) {
 	if !bytes.Contains(embedded(t, p, "APTL_TIMING_B64"), []byte(" 4\nO ")) {
 		t.Error("the timing no longer has the character's first entry of 4 bytes")
 	}
-	if !strings.Contains(playerJS, "{ stream: true }") {
+	if !strings.Contains(string(playerJS), "{ stream: true }") {
 		t.Error("the player decodes entries without a streaming decoder")
 	}
 }
@@ -264,7 +286,7 @@ func TestVendoredTermJSIsDebians(t *testing.T) {
 	if err != nil {
 		t.Skipf("%s: %v (Debian package libjs-term.js)", debian, err)
 	}
-	if string(b) != termJS {
+	if string(b) != string(termJS) {
 		t.Errorf("term.min.js differs from %s: a changed copy must say so in LICENSE.term.js and docs/EXAMINER.md", debian)
 	}
 }
