@@ -44,6 +44,8 @@ func webPlayerSessions() []rt.Terminal {
 	return []rt.Terminal{
 		{ID: "plain", User: "kali", Rows: 24, Cols: 80, Steps: rt.Steps(
 			rt.Out("kali@lab:~$ "), rt.In("ls\r"), rt.Out("ls\r\n"), rt.Out("notes.txt  report.pdf\r\n"),
+			// Markup in the output is text on the terminal, as in tmux.
+			rt.Out("kali@lab:~$ "), rt.In("cat x.html\r"), rt.Out("cat x.html\r\n<img src=x onerror=alert(1)> &amp; </script>\r\n"),
 			rt.Out("kali@lab:~$ "), rt.In("printf '\\033[1;32mgreen\\033[0m\\n'\r"),
 			rt.Out("printf '\\033[1;32mgreen\\033[0m\\n'\r\n\x1b[1;32mgreen\x1b[0m\r\nkali@lab:~$ "))},
 		{ID: "resized", User: "kali", Rows: 24, Cols: 80, Steps: append(rt.Steps(
@@ -96,6 +98,12 @@ func TestWebPlayerInChromiumMatchesScriptreplay(t *testing.T) {
 			if got != want {
 				t.Errorf("the page's screen differs from scriptreplay's in tmux\npage:\n%s\ntmux:\n%s", got, want)
 			}
+			if bytes.Contains(dom, []byte("<img")) {
+				t.Error("markup in the output became an element of the page")
+			}
+			if term.ID == "plain" {
+				checkFindOpensAtMoment(t, chromium, page)
+			}
 			if term.ID == "resized" {
 				shot := filepath.Join(artifacts, "webplayer-"+term.ID+".png")
 				chromiumRun(t, chromium, pageURL(page, playToEnd), "--window-size=1200,1400", "--screenshot="+shot)
@@ -105,6 +113,18 @@ func TestWebPlayerInChromiumMatchesScriptreplay(t *testing.T) {
 				t.Logf("screenshot of the played page: %s (kept when APTL_TEST_ARTIFACTS names a folder)", shot)
 			}
 		})
+	}
+}
+
+// checkFindOpensAtMoment: ?find=TEXT opens the page at the moment the
+// text appeared, the screen as it was then: the listing shown, the
+// commands after it not yet.
+func checkFindOpensAtMoment(t *testing.T, chromium, page string) {
+	t.Helper()
+	dom := chromiumRun(t, chromium, pageURL(page, "?find=report.pdf&dumpscreen=1"), "--dump-dom")
+	screen := screenDump(t, dom)
+	if !strings.Contains(screen, "notes.txt  report.pdf") || strings.Contains(screen, "cat x.html") || !bytes.Contains(dom, []byte("appeared at ")) {
+		t.Errorf("?find=report.pdf: the screen is not the one when the listing appeared:\n%s", screen)
 	}
 }
 

@@ -212,9 +212,16 @@
     pause();
     $("play").textContent = "Replay";
     document.documentElement.setAttribute("data-player-state", "ended");
+    dumpScreen();
+  }
+
+  // dumpScreen, with ?dumpscreen=1, writes the screen as text and the
+  // terminal's size into the DOM, for a test that reads it.
+  function dumpScreen() {
+    if (params.get("dumpscreen") !== "1") { return; }
+    $("screen-dump").textContent = screenText();
     document.documentElement.setAttribute("data-terminal-size", term.cols + "x" + term.rows);
-    // ?dumpscreen=1: the screen as text, for a test that reads the DOM.
-    if (params.get("dumpscreen") === "1") { $("screen-dump").textContent = screenText(); }
+    document.documentElement.setAttribute("data-player-time", now.toFixed(6));
   }
 
   // Marks on the seek bar: idle stretches, window changes, gap records.
@@ -236,7 +243,7 @@
       if (ev.kind === "S") { mark("resize", ev.t, null, "window changed to " + ev.cols + "\u00d7" + ev.rows + " at " + fmt(ev.t)); }
       prev = ev.t;
     }
-    cfg.gaps.forEach(function (g) { mark("gap", Math.min(g.t, duration), null, g.label + " at " + fmt(g.t)); });
+    (cfg.gaps || []).forEach(function (g) { mark("gap", Math.min(g.t, duration), null, g.label + " at " + fmt(g.t)); });
   }
 
   // find jumps to the moment the next match of the search box's text
@@ -289,5 +296,12 @@
   seek(0);
   $("controls").hidden = false;
   document.documentElement.setAttribute("data-player-state", "ready");
-  if (params.get("autoplay") === "1") { play(); }
+  // A link can open the page at a moment: ?t=SECONDS, or ?find=TEXT, the
+  // moment that text appeared.
+  if (params.has("t")) { seek(Number(params.get("t")) || 0); }
+  if (params.get("find")) {
+    $("search").value = params.get("find");
+    find();
+  }
+  if (params.get("autoplay") === "1") { play(); } else { dumpScreen(); }
 })();
