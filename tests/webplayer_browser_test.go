@@ -52,6 +52,10 @@ func webPlayerSessions() []rt.Terminal {
 			rt.Out("kali@lab:~$ "), rt.In("stty size\r"), rt.Out("stty size\r\n24 80\r\nkali@lab:~$ ")),
 			rt.Resize(30, 100),
 			rt.Step{Chunk: rt.Out("stty size\r\n30 100\r\n" + wide + "\r\nkali@lab:~$ ")})},
+		// Output past the store limit: a gap record, marked on the seek bar;
+		// neither the typescript nor the page has those bytes.
+		{ID: "gapped", User: "kali", Rows: 24, Cols: 80, MaxBytes: 40, Steps: rt.Steps(
+			rt.Out("kali@lab:~$ "), rt.In("yes | head -c 100\r"), rt.Out("yes | head -c 100\r\n"), rt.Out(strings.Repeat("y\r\n", 50)))},
 		{ID: "utf8-split", User: "kali", Rows: 24, Cols: 80, Steps: rt.Steps(
 			rt.Out("kali@lab:~$ "), rt.In("echo caf\xc3\xa9 \xe2\x82\xac\r"),
 			// é split after its first byte, € after its second: each
@@ -101,6 +105,11 @@ func TestWebPlayerInChromiumMatchesScriptreplay(t *testing.T) {
 			if bytes.Contains(dom, []byte("<img")) {
 				t.Error("markup in the output became an element of the page")
 			}
+			for _, mark := range marksWanted(term) {
+				if !bytes.Contains(dom, []byte(`class="mark `+mark+`"`)) {
+					t.Errorf("the seek bar has no %s mark", mark)
+				}
+			}
 			if term.ID == "plain" {
 				checkFindOpensAtMoment(t, chromium, page)
 			}
@@ -126,6 +135,17 @@ func checkFindOpensAtMoment(t *testing.T, chromium, page string) {
 	if !strings.Contains(screen, "notes.txt  report.pdf") || strings.Contains(screen, "cat x.html") || !bytes.Contains(dom, []byte("appeared at ")) {
 		t.Errorf("?find=report.pdf: the screen is not the one when the listing appeared:\n%s", screen)
 	}
+}
+
+// marksWanted are the seek bar marks a session must have.
+func marksWanted(term rt.Terminal) (marks []string) {
+	if term.MaxBytes > 0 {
+		marks = append(marks, "gap")
+	}
+	if cols, rows := finalSize(term); cols != term.Cols || rows != term.Rows {
+		marks = append(marks, "resize")
+	}
+	return marks
 }
 
 // finalSize is the window a session ends with.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"html"
 	"io"
@@ -311,4 +312,27 @@ type countingWriter int64
 func (c *countingWriter) Write(p []byte) (int, error) {
 	*c += countingWriter(len(p))
 	return len(p), nil
+}
+
+// TestGapRecordsMarked: the log's gap records (output past the store
+// limit here) are listed and handed to the seek bar, placed by the log's
+// clock.
+func TestGapRecordsMarked(t *testing.T) {
+	dir := rt.RecordTerminal(t, t.TempDir(), rt.Terminal{ID: "s", Rows: 24, Cols: 80, MaxBytes: 10,
+		Steps: rt.Steps(rt.Out("stored\r\n"), rt.Out("past the limit, not stored\r\n"))})
+	p := pageOf(t, dir, Options{})
+	if !strings.Contains(p, `<ul id="gaps"><li>record `) || !strings.Contains(p, vocab.GapSizeLimit+", stream "+vocab.StreamOut+", 26 bytes") {
+		t.Error("the page does not list the size-limit gap record")
+	}
+	m := regexp.MustCompile(`window\.APTL_PLAYER = (\{.*?\});\n`).FindStringSubmatch(p)
+	if m == nil {
+		t.Fatal("no player data in the page")
+	}
+	var d playerData
+	if err := json.Unmarshal([]byte(m[1]), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Gaps) == 0 || !strings.Contains(d.Gaps[0].Label, vocab.GapSizeLimit) || d.Gaps[0].T < 0 || d.Gaps[0].T > 60 {
+		t.Errorf("the seek bar's gaps %+v; want the size-limit gap, at its time since the open record", d.Gaps)
+	}
 }

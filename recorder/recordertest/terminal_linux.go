@@ -15,6 +15,9 @@ type Terminal struct {
 	User       string // the APTL_LOGIN_USER header; "" leaves it out
 	Rows, Cols int
 	Steps      []Step
+	// MaxBytes is the recorder's store limit (recorder.Options); 0 for
+	// none. Bytes past it leave size-limit gap records.
+	MaxBytes int64
 }
 
 // Step is one read of a stream (Chunk set) or one window change (Rows
@@ -45,7 +48,7 @@ func RecordTerminal(t testing.TB, root string, term Terminal) string {
 	if term.User != "" {
 		m.Headers = []recorder.Header{{Name: vocab.HeaderLoginUser, Value: term.User}}
 	}
-	s, err := recorder.Create(root, m, recorder.Options{Signer: Signer()})
+	s, err := recorder.Create(root, m, recorder.Options{Signer: Signer(), MaxBytes: term.MaxBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
