@@ -40,7 +40,8 @@ func runExport(args []string) int {
 		"  ssh-keygen -Y verify -f allowed_signers -I aptl-kali-capture -n " + integrity.HeadNamespace + " -s head.sig < head.txt\n" +
 		"An html page plays offline in any browser: it fetches nothing and carries the typescript and\n" +
 		"timing files as they are (docs/EXAMINER.md, \"The web player\"). A page holds at most a\n" +
-		"64 MiB typescript; the query ?speed=N&autoplay=1 starts it at N times real time.")
+		"64 MiB typescript. Its query ?speed=N&autoplay=1 plays it at N times real time, ?t=SECONDS\n" +
+		"opens it at that moment, ?find=TEXT where that text appeared.")
 	e.Operands(0, 1)
 	if err := e.Parse(args); err != nil {
 		return failUsage("export", err)
