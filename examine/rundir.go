@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/aptl/aptl-kali-capture/internal/safefs"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
 
 // readRunDir lists the folder rel (slash-separated, e.g. "mcp-side/sessions";
@@ -66,4 +67,34 @@ func readRunDir(runDir, rel string) ([]os.DirEntry, error) {
 	// In name order, as os.ReadDir lists: reports list sessions so.
 	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return entries, err
+}
+
+// RunSessions lists the session folders of a run folder, as VerifyRun
+// finds them (a harvest's kali-side/, or the run folder itself), in name
+// order; an entry that is no session folder (not a real folder, or no
+// pty/ in it; the sidecar's own folder) is named in skipped with why.
+func RunSessions(runDir string) (dirs, skipped []string, err error) {
+	rel := ""
+	if runLayout(runDir) == LayoutHarvest {
+		rel = vocab.KaliSideDir
+	}
+	entries, err := readRunDir(runDir, rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		dir := filepath.Join(runDir, rel, e.Name())
+		switch {
+		case e.Name() == vocab.SidecarDir && rel == "":
+		case !e.IsDir():
+			skipped = append(skipped, dir+": not a session folder (symbolic links are not followed)")
+		default:
+			if _, err := os.Lstat(filepath.Join(dir, vocab.PTYDir)); err != nil {
+				skipped = append(skipped, fmt.Sprintf("%s: not a session folder (no %s folder)", dir, vocab.PTYDir))
+				continue
+			}
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs, skipped, nil
 }
