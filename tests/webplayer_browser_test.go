@@ -31,7 +31,7 @@ func browserTools(t *testing.T) (chromium, tmux, scriptreplay string) {
 	find := func(prog, pkg string) string {
 		path, err := exec.LookPath(prog)
 		if err != nil {
-			t.Skipf("%s not installed (Debian package %s): the web player's browser test needs it", prog, pkg)
+			skipClient(t, prog, fmt.Sprintf("%s not installed (Debian package %s): the web player's browser test needs it", prog, pkg))
 		}
 		return path
 	}
