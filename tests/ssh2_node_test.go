@@ -184,12 +184,54 @@ func TestNodeSSH2CloseHangup(t *testing.T) {
 		n, percentile(ms, 50), percentile(ms, 99), percentile(ms, 100))
 }
 
-// TestNodeSSH2CloseIgnore: with the default pty-eof=ignore (OpenSSH's
-// behaviour) shell.end() takes ssh2's 3 s path and logs that the capture
-// may be partial; the record is finalized once client.end() hangs up.
+// TestNodeSSH2CloseEOF: on the default pty-eof=eof, every shell.end()
+// after the last command's output arrived gets the close event, the
+// shell having exited on the EOF character: the folder harvested from the
+// close event handler verifies with close reason shell-exited, and holds
+// exactly what the client received and sent, its last command's output
+// included. The time from shell.end() to the close is logged (p50/p99):
+// measured, not asserted beyond ssh2's own 3 s timeout, on two cores
+// shared with other work.
+func TestNodeSSH2CloseEOF(t *testing.T) {
+	nodeClient(t)
+	n := 20
+	if slowTests {
+		n = 100
+	}
+	h := newHarness(t)
+	harvest, outDir := t.TempDir(), t.TempDir()
+	var res struct {
+		Closes []closeResult `json:"closes"`
+	}
+	runScenario(t, h, map[string]any{"scenario": "close", "run": "nodee", "harvest": harvest, "outDir": outDir, "sessions": n}, &res)
+	if len(res.Closes) != n {
+		t.Fatalf("%d closes, want %d", len(res.Closes), n)
+	}
+	var ms []float64
+	for i, c := range res.Closes {
+		ms = append(ms, c.MS)
+		if c.How != "close" {
+			t.Errorf("session %d: %s, want the close event before ssh2's 3 s timeout", i, c.How)
+			continue
+		}
+		id := "nc-" + strconv.Itoa(i)
+		dir := filepath.Join(harvest, "nodee", id)
+		checkFinalized(t, dir, h.hostKey, "shell-exited")
+		checkClientBytes(t, dir, outDir, id)
+		if out := mustRead(t, filepath.Join(outDir, id+".out")); !bytes.Contains(out, []byte("ready\r\n")) {
+			t.Errorf("session %d: the client received no output of its last command before the close", i)
+		}
+	}
+	t.Logf("pty-eof=eof: shell.end() to close event over %d sessions: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+		n, percentile(ms, 50), percentile(ms, 99), percentile(ms, 100))
+}
+
+// TestNodeSSH2CloseIgnore: with pty-eof=ignore (OpenSSH's behaviour)
+// shell.end() takes ssh2's 3 s path and logs that the capture may be
+// partial; the record is finalized once client.end() hangs up.
 func TestNodeSSH2CloseIgnore(t *testing.T) {
 	nodeClient(t)
-	h := newHarness(t)
+	h := newHarness(t, withPTYEOF(broker.PTYEOFIgnore))
 	harvest := t.TempDir()
 	var res struct {
 		Closes []closeResult `json:"closes"`
