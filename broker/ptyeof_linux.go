@@ -55,11 +55,18 @@ import (
 
 const (
 	// eofPoll is how often the terminal is asked whether its reader
-	// waits; at a prompt the first look, at once, already finds it so.
+	// waits; at a prompt the first look already finds it so.
 	eofPoll = 5 * time.Millisecond
 	// eofCanonSettle is how long a canonical terminal held by the shell
 	// must stay so before the character is written (see above).
 	eofCanonSettle = 50 * time.Millisecond
+	// eofCloseGrace: a client that closes the channel ends its input as an
+	// EOF does (x/crypto wakes the channel's reader first), and the
+	// request loop, woken by the same close a moment later, stops the
+	// session as client-closed. Waiting this long before the first look
+	// keeps the character (and, from a raw-mode program, its echo, output
+	// the client would never get) out of a session that is closing.
+	eofCloseGrace = 10 * time.Millisecond
 )
 
 // termState is what the terminal says of its reader at one look.
@@ -87,6 +94,13 @@ func (r *run) typeEOF() {
 	var canonSince time.Time // when the shell was first seen reading in canonical mode
 	var probeErr error       // the last look that failed, for the record
 	written := false
+	select {
+	case <-r.done:
+		return
+	case <-r.ss.ctx.Done():
+		return
+	case <-time.After(eofCloseGrace):
+	}
 	for {
 		if !written {
 			st, err := r.master.terminalState()
