@@ -67,8 +67,12 @@ func checkEOFSession(t *testing.T, h *harness, dir, reason string, written bool,
 // character: the commands and the EOF reach the broker before the shell
 // has started, so the character must wait until the shell reads at its
 // prompt (a ^D written at once is lost in canonical mode).
-func TestPTYEOFCharOpenSSHPiped(t *testing.T) {
-	h := newHarness(t)
+func TestPTYEOFCharOpenSSHPiped(t *testing.T) { testPTYEOFCharOpenSSHPiped(t) }
+
+// testPTYEOFCharOpenSSHPiped is TestPTYEOFCharOpenSSHPiped with extra
+// harness options (agent_suites_test.go runs it with the agent adapter).
+func testPTYEOFCharOpenSSHPiped(t *testing.T, opts ...harnessOption) {
+	h := newHarness(t, opts...)
 	var in bytes.Buffer
 	for i := range 50 {
 		fmt.Fprintf(&in, "echo cmd-$((%d+1000))\n", i)
@@ -105,9 +109,13 @@ func TestPTYEOFCharOpenSSHPiped(t *testing.T) {
 // (cat -v after stty raw) gets the character, shows it, and keeps
 // running; the bounded fallback hangs it up, the record says
 // client-eof-timeout and verifies, and its input is only what was sent.
-func TestPTYEOFCharFallback(t *testing.T) {
+func TestPTYEOFCharFallback(t *testing.T) { testPTYEOFCharFallback(t) }
+
+// testPTYEOFCharFallback is TestPTYEOFCharFallback with extra harness
+// options (agent_suites_test.go runs it with the agent adapter).
+func testPTYEOFCharFallback(t *testing.T, opts ...harnessOption) {
 	const wait = 400 * time.Millisecond
-	h := newHarness(t, withPTYEOFWait(wait))
+	h := newHarness(t, append(opts, withPTYEOFWait(wait))...)
 	ss := openShell(t, h.dial(t), map[string]string{"APTL_SESSION_ID": "eof-raw", "APTL_RUN_ID": "eof"}, 24, 80)
 	ss.send("stty raw -echo; echo RAW_$((6*7)); exec cat -v\n")
 	ss.waitOutput(regexp.MustCompile(`RAW_42`))
