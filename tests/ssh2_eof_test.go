@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
+	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 )
@@ -59,6 +62,25 @@ func checkEOFSession(t *testing.T, h *harness, dir, reason string, written bool,
 	}
 	if got := replay(t, dir, "in"); !bytes.Equal(got, sent) {
 		t.Errorf("recorded input (%d bytes) differs from what the client sent (%d bytes) at byte %d", len(got), len(sent), firstDiff(got, sent))
+	}
+	// The timing file's I lines and the chain's input count say the same.
+	var timedIn int64
+	f, err := os.Open(filepath.Join(dir, vocab.PTYDir, vocab.TimingFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := scriptfmt.Scan(f, vocab.TimingFile, func(e scriptfmt.Entry) error {
+		if e.Kind == 'I' {
+			timedIn += e.N
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{h.hostKey}}, evidence.Options{})
+	if timedIn != int64(len(sent)) || rep.Bytes.In != int64(len(sent)) {
+		t.Errorf("input: timing I lines %d bytes, records %d, want the %d the client sent", timedIn, rep.Bytes.In, len(sent))
 	}
 }
 

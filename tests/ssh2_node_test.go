@@ -89,9 +89,29 @@ func checkFinalized(t *testing.T, dir string, key gossh.PublicKey, reason string
 // with all 256 byte values, a 5 s background command beside 50 commands,
 // and every record equal to what the client received and sent.
 func TestNodeSSH2PersistentSession(t *testing.T) {
+	testNodeSSH2PersistentSession(t, broker.PTYEOFHangup, func(string) string { return "client-eof" })
+}
+
+// TestNodeSSH2PersistentSessionEOF is TestNodeSSH2PersistentSession on the
+// default pty-eof=eof: the shells at their prompt exit on the EOF
+// character, and the raw-mode session's cat, which takes ^D as a byte
+// (and echoes it, to the client and into the record alike), is ended by
+// the fallback, still before ssh2's 3 s timeout.
+func TestNodeSSH2PersistentSessionEOF(t *testing.T) {
+	testNodeSSH2PersistentSession(t, broker.PTYEOFChar, func(id string) string {
+		if id == "nf-raw" {
+			return "client-eof-timeout"
+		}
+		return "shell-exited"
+	})
+}
+
+// testNodeSSH2PersistentSession runs the features scenario with mode;
+// reason gives each session's expected close reason.
+func testNodeSSH2PersistentSession(t *testing.T, mode broker.PTYEOF, reason func(id string) string) {
 	nodeClient(t)
 	testStart := time.Now()
-	h := newHarness(t, withPTYEOF(broker.PTYEOFHangup))
+	h := newHarness(t, withPTYEOF(mode))
 	outDir := t.TempDir()
 	var res struct {
 		IDs           string      `json:"ids"`
@@ -147,10 +167,13 @@ func TestNodeSSH2PersistentSession(t *testing.T) {
 	}
 	for _, id := range []string{"nf-main", "nf-raw", "nf-bg", "nf-work"} {
 		dir := h.sessionDir("nodef", id)
-		checkFinalized(t, dir, h.hostKey, "client-eof")
+		checkFinalized(t, dir, h.hostKey, reason(id))
 		checkClientBytes(t, dir, outDir, id)
+		for _, r := range ptyEOFRecords(t, dir) {
+			t.Logf("%s: pty-eof %v", id, r.Attrs)
+		}
 	}
-	t.Logf("records checked after %v", time.Since(testStart))
+	t.Logf("closes (ms): %v; records checked after %v", closes, time.Since(testStart))
 }
 
 // TestNodeSSH2CloseHangup: with pty-eof=hangup, every shell.end() gets the
