@@ -92,8 +92,10 @@ func (r *run) typeEOF() {
 	poll := time.NewTicker(eofPoll)
 	defer poll.Stop()
 	var canonSince time.Time // when the shell was first seen reading in canonical mode
-	var probeErr error       // the last look that failed, for the record
-	written := false
+	var probeErr error       // the last look's failure, for the record
+	// acted: the pty-eof record is written (and the character, if the
+	// terminal has one); what is left is to wait for the end.
+	acted := false
 	select {
 	case <-r.done:
 		return
@@ -102,16 +104,17 @@ func (r *run) typeEOF() {
 	case <-time.After(eofCloseGrace):
 	}
 	for {
-		if !written {
+		if !acted {
 			st, err := r.master.terminalState()
-			probeErr = err
 			switch {
 			case err != nil:
 				// The slave's last holder is leaving (the shell exiting)
 				// or the master was closed: the session is ending, which
 				// the select below sees. Any other failure leaves the
-				// fallback to end it.
-				r.log.Debug("client EOF: terminal state unreadable", "err", err.Error())
+				// fallback to end it. Logged once, not every look.
+				if probeErr == nil {
+					r.log.Debug("client EOF: terminal state unreadable", "err", err.Error())
+				}
 			case st.unread > 0 || (st.icanon && !st.shellHolds):
 				canonSince = time.Time{}
 			case st.icanon && canonSince.IsZero():
@@ -120,8 +123,11 @@ func (r *run) typeEOF() {
 				if !r.writeEOF(st, time.Since(eofAt), bound) {
 					return
 				}
-				written = true
+				acted = true
+				// Nothing more to look at: no wake-ups while waiting.
+				poll.Stop()
 			}
+			probeErr = err
 		}
 		select {
 		case <-r.done:
@@ -129,10 +135,10 @@ func (r *run) typeEOF() {
 		case <-r.ss.ctx.Done():
 			return
 		case <-deadline.C:
-			if !written {
+			if !acted {
 				r.recordEOFNotWritten(probeErr, bound)
 			}
-			r.log.Info("client EOF: session still running after the wait; hanging up", "wait", bound.String(), "eof_char_written", written)
+			r.log.Info("client EOF: session still running after the wait; hanging up", "wait", bound.String(), "terminal_was_reading", acted)
 			r.ss.stop(errEOFTimeout)
 			return
 		case <-poll.C:
