@@ -77,9 +77,11 @@ type run struct {
 	// masterClosed is set by finish once the master is closed.
 	masterClosed bool
 
-	// hangupOnEOF is set by start for a PTY shell with PTYEOFHangup (see
-	// copyInput); immutable afterwards.
-	hangupOnEOF bool
+	// onEOF is what the client's EOF does (see copyInput): the server's
+	// PTYEOF for a PTY shell, PTYEOFIgnore for every other session (their
+	// EOF is handled as described on PTYEOF); set by start, immutable
+	// afterwards.
+	onEOF PTYEOF
 }
 
 // output is one stream the copiers move: its source, where it goes, and
@@ -119,12 +121,14 @@ func (ss *session) start(command string, startEvent map[string]string) (err erro
 	if err := ss.ids.refusal(); err != nil {
 		return &userError{msg: err.Error()}
 	}
-	// --pty-eof hangup applies to PTY shells only (the tool servers'
+	// --pty-eof applies to PTY shells only (the tool servers'
 	// client.shell then shell.end()). A PTY exec keeps OpenSSH's behaviour:
 	// `ssh -tt host cmd </dev/null` sends EOF at once, and the command must
 	// still run to its end, as under sshd.
-	r := &run{ss: ss, done: make(chan struct{}),
-		hangupOnEOF: ss.srv.cfg.PTYEOF == PTYEOFHangup && ss.pty != nil && command == ""}
+	r := &run{ss: ss, done: make(chan struct{}), onEOF: PTYEOFIgnore}
+	if ss.pty != nil && command == "" {
+		r.onEOF = ss.srv.cfg.PTYEOF
+	}
 	spec := launch.Spec{User: ss.user, Command: command, Env: ss.env}
 	slaves, err := r.openEnds(&spec)
 	if err != nil {
@@ -460,13 +464,18 @@ func (r *run) copyInput(dst io.WriteCloser, closeOnEOF bool) {
 		if err != nil {
 			// Client EOF: a pipe session's stdin ends. A PTY has no half
 			// close; a shell sees input only when the client sends it, so
-			// with PTYEOFHangup the EOF ends a PTY shell instead (the
-			// shell's own exit, which also closes the channel and so ends
-			// this read, is not mistaken for one).
-			if closeOnEOF {
+			// with PTYEOFChar or PTYEOFHangup the EOF ends a PTY shell
+			// instead (the shell's own exit, which also closes the channel
+			// and so ends this read, is not mistaken for one). Every byte
+			// the client sent before it was written above.
+			switch {
+			case closeOnEOF:
 				dst.Close()
-			} else if r.hangupOnEOF && !r.exited.Load() {
+			case r.exited.Load():
+			case r.onEOF == PTYEOFHangup:
 				r.ss.stop(errClientEOF)
+			case r.onEOF == PTYEOFChar:
+				r.typeEOF()
 			}
 			return
 		}

@@ -116,8 +116,11 @@ type Config struct {
 	// Witnesses are recorded beside each session's terminal, in its chain
 	// (recorder/witness.go): the pcap class when selected.
 	Witnesses []recorder.WitnessSource
-	// PTYEOF is what a client's EOF on a PTY session does (session.go).
-	PTYEOF PTYEOF
+	// PTYEOF is what a client's EOF on a PTY session does (session.go);
+	// PTYEOFWait bounds PTYEOFChar's wait for the session's end (0:
+	// DefaultPTYEOFWait).
+	PTYEOF     PTYEOF
+	PTYEOFWait time.Duration
 	// ClientAlive probes silent connections and closes dead ones
 	// (keepalive.go); the zero value disables it.
 	ClientAlive ClientAlive
@@ -142,6 +145,9 @@ func (c *Config) check() error {
 	}
 	if c.ClientAlive.Interval < 0 || c.ClientAlive.CountMax < 0 || (c.ClientAlive.Interval > 0 && c.ClientAlive.CountMax == 0) {
 		return fmt.Errorf("broker: client alive interval %v with count max %d: both must be positive to enable it", c.ClientAlive.Interval, c.ClientAlive.CountMax)
+	}
+	if _, ok := ptyEOFNames[c.PTYEOF]; !ok || c.PTYEOFWait < 0 {
+		return fmt.Errorf("broker: pty EOF mode %d with wait %v: not a mode, or a negative wait", c.PTYEOF, c.PTYEOFWait)
 	}
 	if err := c.Algorithms.orDefault().Check(); err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -202,6 +208,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.PTYEOFWait == 0 {
+		cfg.PTYEOFWait = DefaultPTYEOFWait
 	}
 	cfg.AuthorizedKeys.setLogger(cfg.Logger)
 	srv := &Server{cfg: cfg, log: cfg.Logger, sessions: make(map[*session]struct{}), listeners: make(map[net.Listener]struct{}),

@@ -332,7 +332,8 @@ func (c *closeCause) Error() string {
 const (
 	reasonShellExited  = vocab.CloseShellExited
 	reasonClientClosed = vocab.CloseClientClosed
-	reasonClientEOF    = vocab.CloseClientEOF // EOF on a PTY session with PTYEOFHangup
+	reasonClientEOF    = vocab.CloseClientEOF  // EOF on a PTY session with PTYEOFHangup
+	reasonEOFTimeout   = vocab.CloseEOFTimeout // PTYEOFChar's fallback to the hang-up
 	reasonLauncherLost = vocab.CloseLauncherLost
 	reasonShutdown     = vocab.CloseSidecarShutdown
 	reasonIOError      = vocab.CloseIOError
@@ -345,46 +346,61 @@ const (
 var (
 	errClientClosed = &closeCause{reason: reasonClientClosed}
 	errClientEOF    = &closeCause{reason: reasonClientEOF}
+	errEOFTimeout   = &closeCause{reason: reasonEOFTimeout}
 	errShutdown     = &closeCause{reason: reasonShutdown, msg: "server shutting down; session recorded and closed"}
 	errRefused      = &closeCause{reason: reasonRefused}
 )
 
 // PTYEOF is what the client's EOF (SSH_MSG_CHANNEL_EOF) does to a PTY
-// session. A PTY has no half close, so the shell never sees it either way;
-// without a PTY the EOF always closes the process's stdin.
+// shell. A PTY has no half close, so the shell never sees the EOF itself;
+// without a PTY the EOF always closes the process's stdin, and a PTY exec
+// ignores it in every mode, as sshd does (OpenSSH's `ssh -tt host cmd`
+// sends it at once when its stdin is not a terminal, and the command must
+// still run to its end).
 type PTYEOF int
 
 const (
+	// PTYEOFChar, the default, types the terminal's EOF character (VEOF,
+	// normally ^D) once the terminal has read everything the client sent
+	// and waits for input, as a person presses Ctrl-D: a shell at its
+	// prompt exits after running what was typed ahead, and node ssh2's
+	// shell.end() gets its close at once. A session that has not ended
+	// within Config.PTYEOFWait of the EOF is hung up as PTYEOFHangup does
+	// (close reason client-eof-timeout). ptyeof_linux.go says when the
+	// character is written and why.
+	PTYEOFChar PTYEOF = iota
 	// PTYEOFIgnore is OpenSSH's behaviour: sshd keeps a second descriptor
 	// of the master, so the EOF changes nothing and the session lasts until
 	// the client closes the channel or the shell exits.
-	PTYEOFIgnore PTYEOF = iota
+	PTYEOFIgnore
 	// PTYEOFHangup hangs a PTY shell up exactly as a client close does,
-	// with close reason client-eof; a PTY exec ignores the EOF as sshd does
-	// (OpenSSH's `ssh -tt host cmd` sends it at once when its stdin is not a
-	// terminal). The channel stays open until the record is
-	// finalized, so a client that sends EOF and waits for the channel's
-	// close (node ssh2's shell.end()) knows the record is complete.
+	// with close reason client-eof. The channel stays open until the
+	// record is finalized, so a client that sends EOF and waits for the
+	// channel's close (node ssh2's shell.end()) knows the record is
+	// complete; what it typed ahead and the shell had not yet run is lost.
 	PTYEOFHangup
 )
 
-// ParsePTYEOF reads the setting's spelling: "ignore" or "hangup".
+// ptyEOFNames are the settings' spellings, by mode.
+var ptyEOFNames = map[PTYEOF]string{PTYEOFChar: "eof", PTYEOFIgnore: "ignore", PTYEOFHangup: "hangup"}
+
+// ParsePTYEOF reads the setting's spelling: "eof", "ignore" or "hangup".
 func ParsePTYEOF(s string) (PTYEOF, error) {
-	switch s {
-	case "ignore":
-		return PTYEOFIgnore, nil
-	case "hangup":
-		return PTYEOFHangup, nil
+	for m, name := range ptyEOFNames {
+		if s == name {
+			return m, nil
+		}
 	}
-	return PTYEOFIgnore, fmt.Errorf("%q is neither ignore nor hangup", s)
+	return PTYEOFChar, fmt.Errorf("%q is not eof, ignore or hangup", s)
 }
 
-func (m PTYEOF) String() string {
-	if m == PTYEOFHangup {
-		return "hangup"
-	}
-	return "ignore"
-}
+func (m PTYEOF) String() string { return ptyEOFNames[m] }
+
+// DefaultPTYEOFWait is how long PTYEOFChar gives a session to end after
+// the client's EOF before it hangs it up: below node ssh2's 3 s wait for
+// the close (PersistentSession), with room for the hang-up and the drain,
+// so the fallback too is finalized before that client gives up on it.
+const DefaultPTYEOFWait = 2 * time.Second
 
 // userError is a start failure whose msg may be shown to the client.
 type userError struct {

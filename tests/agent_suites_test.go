@@ -33,6 +33,8 @@ var agentSuites = []struct {
 	{"Signals", testSignals},
 	{"ExitSignalFromShell", testExitSignalFromShell},
 	{"SecretsNeverLogged", testSecretsNeverLogged},
+	{"PTYEOFCharOpenSSHPiped", testPTYEOFCharOpenSSHPiped},
+	{"PTYEOFCharFallback", testPTYEOFCharFallback},
 }
 
 // TestAgentClientSuites runs the client suites with every harness's

@@ -30,11 +30,11 @@ import (
 
 // TestFaultClientTCPReset: the client vanishes with a TCP reset in the
 // middle of an output flood. The record is finalized with client-closed
-// (also with pty-eof=hangup: the Read's EOF that a dead connection
+// (also with pty-eof=eof and hangup: the Read's EOF that a dead connection
 // produces must not be taken for a client EOF), verifies, and holds every
 // byte the client received.
 func TestFaultClientTCPReset(t *testing.T) {
-	for _, mode := range []broker.PTYEOF{broker.PTYEOFIgnore, broker.PTYEOFHangup} {
+	for _, mode := range []broker.PTYEOF{broker.PTYEOFIgnore, broker.PTYEOFChar, broker.PTYEOFHangup} {
 		t.Run(mode.String(), func(t *testing.T) {
 			h := newHarness(t, withPTYEOF(mode))
 			tcp, err := net.Dial("tcp", h.addr)

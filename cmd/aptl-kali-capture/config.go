@@ -77,8 +77,10 @@ type serveConfig struct {
 	auditRelay *auditrelay.Peer
 	// algorithms are the effective transport lists (--kex, --ciphers, --macs).
 	algorithms broker.Algorithms
-	// ptyEOF (--pty-eof) is what a client's EOF on a PTY session does.
-	ptyEOF broker.PTYEOF
+	// ptyEOF (--pty-eof) is what a client's EOF on a PTY session does;
+	// ptyEOFWait (--pty-eof-wait) bounds eof's wait for the session's end.
+	ptyEOF     broker.PTYEOF
+	ptyEOFWait time.Duration
 	// clientAlive (--client-alive-interval, --client-alive-count-max)
 	// probes silent connections and closes half-open ones.
 	clientAlive broker.ClientAlive
@@ -132,10 +134,13 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	applyClasses := bindClassFlags(e, c)
 	applyDisk := bindDiskFlags(e, &c.disk)
 	applyBudget := bindBudgetFlags(e, &c.budgetPercent, &c.runBudgetPercent)
-	// --pty-eof: ignore (OpenSSH's behaviour) or hangup (node ssh2's
-	// shell.end() then finalizes the record before the channel closes).
+	// --pty-eof: eof (the terminal's EOF character, serving both OpenSSH's
+	// piped stdin and node ssh2's shell.end()), ignore (OpenSSH's sshd) or
+	// hangup (shell.end() finalizes the record at once; typed-ahead
+	// commands are lost). broker/ptyeof_linux.go says why eof waits.
 	var ptyEOF string
-	e.String(&ptyEOF, "pty-eof", "APTL_CAPTURE_PTY_EOF", broker.PTYEOFIgnore.String(), "what a client's EOF on a PTY session does: ignore (as sshd) or hangup (hang the shell up and finalize the record, close reason client-eof)")
+	e.String(&ptyEOF, "pty-eof", "APTL_CAPTURE_PTY_EOF", broker.PTYEOFChar.String(), "what a client's EOF on a PTY shell does: eof (type the terminal's EOF character once the shell has read what was sent; hang up after --pty-eof-wait), ignore (as sshd) or hangup (hang the shell up at once, close reason client-eof)")
+	e.Duration(&c.ptyEOFWait, "pty-eof-wait", "APTL_CAPTURE_PTY_EOF_WAIT", broker.DefaultPTYEOFWait, "with --pty-eof eof: time a PTY shell has to end after the client's EOF before it is hung up (close reason client-eof-timeout); 100ms to 1m")
 	// OpenSSH's ClientAliveInterval and ClientAliveCountMax (broker/keepalive.go).
 	e.Duration(&c.clientAlive.Interval, "client-alive-interval", "APTL_CAPTURE_CLIENT_ALIVE_INTERVAL", 15*time.Second, "time a connection may stay silent before a keepalive@openssh.com probe (0: never probe)")
 	e.Int(&c.clientAlive.CountMax, "client-alive-count-max", "APTL_CAPTURE_CLIENT_ALIVE_COUNT_MAX", 3, "silent intervals in a row after which the connection is closed (its sessions close as client-closed)")
@@ -176,6 +181,11 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	}
 	if c.ptyEOF, err = broker.ParsePTYEOF(ptyEOF); err != nil {
 		return nil, e.SettingError("pty-eof", "%v", err)
+	}
+	// Below 100 ms a shell at its prompt may not have read the EOF
+	// character yet; past a minute the tool servers' client long gave up.
+	if err := cliconfig.CheckRange(e, "pty-eof-wait", c.ptyEOFWait, 100*time.Millisecond, time.Minute); err != nil {
+		return nil, err
 	}
 	if err := cliconfig.CheckRange(e, "max-transcript-mb", maxMB, 0, 1<<20); err != nil {
 		return nil, err

@@ -142,6 +142,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		Witnesses:          witnesses(pcapSource, auditSource),
 		Version:            buildVersion(),
 		PTYEOF:             cfg.ptyEOF,
+		PTYEOFWait:         cfg.ptyEOFWait,
 		ClientAlive:        cfg.clientAlive,
 		Disk:               disk,
 		WitnessBudget:      newWitnessBudget(cfg, disk.Status().Usage.Size, log),

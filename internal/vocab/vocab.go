@@ -37,7 +37,29 @@ const (
 	// TypeRecovery is the record a restarted sidecar writes to
 	// recovery.jsonl for a session it did not close.
 	TypeRecovery = "recovery"
+	// TypePTYEOF is the control event of a client's EOF on a PTY shell
+	// with --pty-eof eof: the terminal's EOF character the sidecar wrote
+	// to the master in its place (AttrEOFChar, AttrICanon, AttrWaited,
+	// AttrWithin), or why it wrote none (AttrReason, one of EOFNot*).
+	// The character is not client input: no data record or timing line
+	// counts it.
+	TypePTYEOF = "pty-eof"
 )
+
+// Attributes and reasons of the pty-eof record.
+const (
+	AttrEOFChar = "eof_char" // the byte written, two hex digits (VEOF, normally 04)
+	AttrICanon  = "icanon"   // whether the terminal was in canonical mode then
+	AttrWaited  = "waited"   // from the client's EOF to the write (a Go duration)
+	// EOFNotTerminalBusy: within the bound the terminal never waited
+	// for input with nothing typed ahead unread (a command still ran).
+	EOFNotTerminalBusy = "terminal-busy"
+	// EOFNotDisabled: the terminal has no EOF character (VEOF disabled).
+	EOFNotDisabled = "veof-disabled"
+)
+
+// EOFNotReasons lists every reason of a pty-eof record, in docs/RECORD.md's order.
+var EOFNotReasons = []string{EOFNotTerminalBusy, EOFNotDisabled}
 
 // TypePcapFile is listed with the packet witness's names below, and
 // TypeAuditSession with the audit attribution's.
@@ -45,7 +67,7 @@ const (
 // RecordTypes lists every record type, in docs/RECORD.md's order.
 var RecordTypes = []string{
 	TypeOpen, TypeData, TypeRequest, TypeResize, TypeAnnotate,
-	TypeEventsDropped, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
+	TypeEventsDropped, TypePTYEOF, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
 	TypePcapFile, TypeAuditFile, TypeAuditSession, TypeUnattributed, TypeDisk,
 }
 
@@ -99,7 +121,12 @@ const (
 	CloseClientClosed = "client-closed"
 	// CloseClientEOF: the client's EOF on a PTY session hung the shell up
 	// (--pty-eof hangup).
-	CloseClientEOF       = "client-eof"
+	CloseClientEOF = "client-eof"
+	// CloseEOFTimeout: with --pty-eof eof the session had not ended
+	// within --pty-eof-wait of the client's EOF (a program that ignores
+	// the EOF character, or one still running), so it was hung up as
+	// hangup does.
+	CloseEOFTimeout      = "client-eof-timeout"
 	CloseSidecarShutdown = "sidecar-shutdown"
 	CloseLauncherLost    = "launcher-lost"
 	CloseIOError         = "io-error"
@@ -113,7 +140,7 @@ const (
 
 // CloseReasons lists every close reason, in docs/RECORD.md's order.
 var CloseReasons = []string{
-	CloseShellExited, CloseClientClosed, CloseClientEOF, CloseSidecarShutdown,
+	CloseShellExited, CloseClientClosed, CloseClientEOF, CloseEOFTimeout, CloseSidecarShutdown,
 	CloseLauncherLost, CloseIOError, CloseLaunchFailed, CloseDiskFull,
 }
 

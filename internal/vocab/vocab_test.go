@@ -47,19 +47,22 @@ func TestReadmeListsTheVocabulary(t *testing.T) {
 	sameSet(t, "integrity record types", types, vocab.RecordTypes)
 }
 
-// TestReadmeListsTheGapReasons holds the README's gap row to every gap
-// reason the code writes: the row also names attributes and settings, so
-// each reason must be there, and each name there that looks like a reason
-// (lowercase words joined by hyphens, as every reason is) must be one.
-func TestReadmeListsTheGapReasons(t *testing.T) {
+// rowReasons are the names in the second column of the integrity record
+// table's row of record type typ that look like reasons (lowercase words
+// joined by hyphens, as every reason is): the row also names attributes
+// and settings, so each reason must be there, and each name there that
+// looks like a reason must be one.
+func rowReasons(t *testing.T, typ string) []string {
+	t.Helper()
 	var row []string
+	found := false
 	for _, r := range readmeTable(t, "### Integrity log and verification") {
-		if slices.Equal(names(r[0]), []string{vocab.TypeGap}) {
-			row = names(r[1])
+		if slices.Equal(names(r[0]), []string{typ}) {
+			row, found = names(r[1]), true
 		}
 	}
-	if row == nil {
-		t.Fatal("README.md's integrity record table has no gap row")
+	if !found {
+		t.Fatalf("README.md's integrity record table has no %s row", typ)
 	}
 	var listed []string
 	for _, n := range row {
@@ -67,23 +70,22 @@ func TestReadmeListsTheGapReasons(t *testing.T) {
 			listed = append(listed, n)
 		}
 	}
-	sameSet(t, "gap reasons (gap row)", listed, vocab.GapReasons)
+	return listed
 }
 
 var reasonLike = regexp.MustCompile(`^[a-z]+(-[a-z]+)+$`)
 
-// TestReadmeListsTheUnattributedReasons holds the README's unattributed
-// row to the reasons the code writes.
-func TestReadmeListsTheUnattributedReasons(t *testing.T) {
-	var listed []string
-	for _, r := range readmeTable(t, "### Integrity log and verification") {
-		if slices.Equal(names(r[0]), []string{vocab.TypeUnattributed}) {
-			for _, n := range names(r[1]) {
-				if reasonLike.MatchString(n) && !slices.Contains(listed, n) {
-					listed = append(listed, n)
-				}
-			}
-		}
+// TestReadmeListsTheRecordReasons holds the README's gap, unattributed and
+// pty-eof rows to the reasons the code writes in each.
+func TestReadmeListsTheRecordReasons(t *testing.T) {
+	for _, c := range []struct {
+		typ     string
+		reasons []string
+	}{
+		{vocab.TypeGap, vocab.GapReasons},
+		{vocab.TypeUnattributed, vocab.UnattributedReasons},
+		{vocab.TypePTYEOF, vocab.EOFNotReasons},
+	} {
+		sameSet(t, c.typ+" reasons ("+c.typ+" row)", rowReasons(t, c.typ), c.reasons)
 	}
-	sameSet(t, "unattributed reasons (unattributed row)", listed, vocab.UnattributedReasons)
 }

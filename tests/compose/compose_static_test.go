@@ -96,7 +96,7 @@ func TestComposeChecksFire(t *testing.T) {
 		{"no restart on workload", "workload: no restart policy", func(d tree) { delete(service(d, "kali"), "restart") }},
 		{"no restart on sidecar", "sidecar: no restart policy", func(d tree) { service(d, "kali-capture")["restart"] = "no" }},
 		{"local adapter", "APTL_CAPTURE_LAUNCH", func(d tree) { mapAt(service(d, "kali-capture"), "environment")["APTL_CAPTURE_LAUNCH"] = "local" }},
-		{"PTY EOF not hangup", "APTL_CAPTURE_PTY_EOF", func(d tree) { delete(mapAt(service(d, "kali-capture"), "environment"), "APTL_CAPTURE_PTY_EOF") }},
+		{"PTY EOF not eof", "APTL_CAPTURE_PTY_EOF", func(d tree) { delete(mapAt(service(d, "kali-capture"), "environment"), "APTL_CAPTURE_PTY_EOF") }},
 		{"agent peer uid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_UID"] = "10001" }},
 		{"agent peer gid mismatch", "peer uid/gid", func(d tree) { mapAt(service(d, "kali"), "environment")["APTL_LAUNCH_AGENT_PEER_GID"] = "0" }},
 		{"ready volume writable by the workload", "is not read-only", func(d tree) {

@@ -265,8 +265,10 @@ func pairingViolations(w, s tree) []string {
 	if se["APTL_CAPTURE_LAUNCH"] != "agent" {
 		v = append(v, "sidecar: APTL_CAPTURE_LAUNCH must be agent (local runs shells in the sidecar)")
 	}
-	if se["APTL_CAPTURE_PTY_EOF"] != "hangup" {
-		v = append(v, "sidecar: APTL_CAPTURE_PTY_EOF must be hangup")
+	// Set, not left to the default: the tool servers' shell.end() must
+	// get its close at once, and the lab's piped commands must all run.
+	if se["APTL_CAPTURE_PTY_EOF"] != "eof" {
+		v = append(v, "sidecar: APTL_CAPTURE_PTY_EOF must be eof")
 	}
 	if se["APTL_CAPTURE_AGENT_SOCKET"] != we["APTL_LAUNCH_AGENT_SOCKET"] {
 		v = append(v, "agent socket differs between sidecar and workload")

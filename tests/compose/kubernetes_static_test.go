@@ -245,8 +245,8 @@ func kubeSidecarViolations(c *corev1.Container) []string {
 		v = append(v, "sidecar: missing readiness probe `aptl-kali-capture health` (it gates the Service)")
 	}
 	env := envMap(c)
-	if env["APTL_CAPTURE_LAUNCH"] != "agent" || env["APTL_CAPTURE_PTY_EOF"] != "hangup" {
-		v = append(v, "sidecar: APTL_CAPTURE_LAUNCH=agent and APTL_CAPTURE_PTY_EOF=hangup are required")
+	if env["APTL_CAPTURE_LAUNCH"] != "agent" || env["APTL_CAPTURE_PTY_EOF"] != "eof" {
+		v = append(v, "sidecar: APTL_CAPTURE_LAUNCH=agent and APTL_CAPTURE_PTY_EOF=eof are required")
 	}
 	return v
 }

@@ -130,8 +130,10 @@ async function background(client, o) {
   return { workOK: ok, bgOutput: b.output, workFirst: workDone < bgDone, closes };
 }
 
-// close: sessions one after another, each closed with shell.end(); the
-// close event handler harvests the record at once, as docker cp would.
+// close: sessions one after another, each closed with shell.end() once
+// its command's output arrived; the close event handler harvests the
+// record at once, as docker cp would. With outDir, each session's bytes
+// are written there after its close (dump).
 async function close(o) {
   const client = await connect(o.conn);
   const closes = [];
@@ -141,6 +143,7 @@ async function close(o) {
     await s.run('echo ready');
     const src = path.join(o.root, o.run, id);
     closes.push(await s.close(() => fs.cpSync(src, path.join(o.harvest, o.run, id), { recursive: true })));
+    if (o.outDir) dump(o, id, s);
   }
   client.end();
   return { closes };
