@@ -62,7 +62,7 @@ func ExportAsciicast(dir string, w io.Writer, opts CastOptions) error {
 	// only, no link followed, read no further than their size at open.
 	tmFile, tmSize, err := safefs.OpenRegular(dir, vocab.PTYDir+"/"+vocab.TimingFile)
 	if err != nil {
-		return fmt.Errorf("examine: export asciicast: %w", err)
+		return err
 	}
 	defer tmFile.Close()
 	tm := io.NewSectionReader(tmFile, 0, tmSize)
@@ -72,7 +72,7 @@ func ExportAsciicast(dir string, w io.Writer, opts CastOptions) error {
 	}
 	ts, tsSize, err := safefs.OpenRegular(dir, vocab.PTYDir+"/"+vocab.TypescriptFile)
 	if err != nil {
-		return fmt.Errorf("examine: export asciicast: %w", err)
+		return err
 	}
 	defer ts.Close()
 	x := &castExport{input: opts.Input, tsPath: tsPath, ts: bufio.NewReaderSize(io.NewSectionReader(ts, 0, tsSize), CastChunk)}
@@ -80,13 +80,13 @@ func ExportAsciicast(dir string, w io.Writer, opts CastOptions) error {
 		return err
 	}
 	if _, err := tm.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("examine: export asciicast: %s: %w", tmPath, err)
+		return fmt.Errorf("%s: %w", tmPath, err)
 	}
 	bw := bufio.NewWriter(w)
 	x.enc = NewJSONEncoder(bw)
 	x.enc.SetEscapeHTML(false)
 	if err := x.enc.Encode(hdr); err != nil {
-		return fmt.Errorf("examine: export asciicast: %w", err)
+		return err
 	}
 	if err := scanTiming(tm, tmPath, x.entry); err != nil {
 		return err
@@ -95,7 +95,7 @@ func ExportAsciicast(dir string, w io.Writer, opts CastOptions) error {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("examine: export asciicast: %w", err)
+		return err
 	}
 	return nil
 }
@@ -159,7 +159,7 @@ func scanCastHeader(tm io.Reader, path string) (castHeader, int64, error) {
 // format; an error names the file and the line.
 func scanTiming(r io.Reader, path string, fn func(scriptfmt.Entry) error) error {
 	if err := scriptfmt.Scan(r, path, fn); err != nil {
-		return fmt.Errorf("examine: export asciicast: %w", err)
+		return err
 	}
 	return nil
 }
@@ -183,10 +183,10 @@ func (x *castExport) skipHeaderLine(size, body int64) error {
 	n, err := scriptfmt.ReadStartLine(x.ts)
 	x.off += n
 	if err != nil {
-		return fmt.Errorf("examine: export asciicast: %s: %w", x.tsPath, err)
+		return fmt.Errorf("%s: %w", x.tsPath, err)
 	}
 	if size-x.off < body {
-		return fmt.Errorf("examine: export asciicast: %s: %d bytes after the header line, the timing accounts for %d",
+		return fmt.Errorf("%s: %d bytes after the header line, the timing accounts for %d",
 			x.tsPath, size-x.off, body)
 	}
 	return nil
@@ -264,7 +264,7 @@ func (x *castExport) flush() error {
 func (x *castExport) event(typ, data string) error {
 	t := json.Number(scriptfmt.AppendSeconds(nil, x.t))
 	if err := x.enc.Encode([]any{t, typ, data}); err != nil {
-		return fmt.Errorf("examine: export asciicast: %w", err)
+		return err
 	}
 	return nil
 }

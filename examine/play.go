@@ -56,18 +56,18 @@ const DefaultPoll = 50 * time.Millisecond
 // from its start or done lines.
 func Play(ctx context.Context, dir string, w io.Writer, opts PlayOptions) error {
 	if !(opts.Speed > 0) {
-		return fmt.Errorf("examine: play: speed %v is not positive", opts.Speed)
+		return fmt.Errorf("speed %v is not positive", opts.Speed)
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = DefaultPoll
 	}
 	p, err := openPlayback(dir, opts)
 	if err != nil {
-		return fmt.Errorf("examine: play: %w", err)
+		return err
 	}
 	defer p.close()
 	if err := p.run(ctx, w); err != nil {
-		return fmt.Errorf("examine: play: %w", err)
+		return err
 	}
 	return nil
 }

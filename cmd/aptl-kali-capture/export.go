@@ -30,25 +30,27 @@ func runExport(args []string) int {
 	// Typed input stays out of a shareable copy unless asked for, as
 	// `asciinema rec` records stdin only with --stdin (examine.CastOptions).
 	input := fs.Bool("input", false, "asciicast: include the typed input as \"i\" events; it holds every typed byte, unechoed passwords included")
-	e.SetSynopsis(progName + " export [--format asciicast|head] [--out PATH] [--input] SESSION_DIR")
-	e.SetEpilogue("Check an exported head with stock OpenSSH:\n" +
+	root := rootFlag(e)
+	e.SetSynopsis(progName + " export [--format asciicast|head] [--out PATH] [--input] [--root ROOT] " + sessionOperand)
+	e.SetEpilogue(sessionOperandHelp + "\n\n" +
+		"Check an exported head with stock OpenSSH:\n" +
 		"  echo \"aptl-kali-capture $(cat ssh_host_ed25519_key.pub)\" > allowed_signers\n" +
 		"  ssh-keygen -Y verify -f allowed_signers -I aptl-kali-capture -n " + integrity.HeadNamespace + " -s head.sig < head.txt")
 	e.Operands(1, 1)
 	if err := e.Parse(args); err != nil {
 		return failUsage("export", err)
 	}
-	var err error
-	switch *format {
-	case "asciicast":
-		err = exportAsciicast(fs.Arg(0), *out, examine.CastOptions{Input: *input})
-	case "head":
-		if *input {
-			return failUsage("export", e.SettingError("input", "only --format asciicast has events to add input to"))
-		}
-		err = exportHead(fs.Arg(0), *out)
-	default:
+	if *format != "asciicast" && *format != "head" {
 		return failUsage("export", e.SettingError("format", "%q: want asciicast or head", *format))
+	}
+	if *format == "head" && *input {
+		return failUsage("export", e.SettingError("input", "only --format asciicast has events to add input to"))
+	}
+	dirs, err := resolveSessions(root(), fs.Args())
+	if err == nil && *format == "asciicast" {
+		err = exportAsciicast(dirs[0], *out, examine.CastOptions{Input: *input})
+	} else if err == nil {
+		err = exportHead(dirs[0], *out)
 	}
 	if err != nil {
 		// The error may carry names from the session folder: escaped.

@@ -30,8 +30,10 @@ func runPlay(args []string) int {
 	maxDelay := fs.Duration("max-delay", 0, "longest pause between two writes, as scriptreplay --maxdelay (0: as recorded)")
 	input := fs.Bool("input", false, "also play the typed input (it holds every typed byte, unechoed passwords included)")
 	follow := fs.Bool("follow", false, "keep playing a session that is still being recorded until its close record")
-	e.SetSynopsis(progName + " play [--speed N] [--max-delay D] [--input] [--follow] SESSION_DIR")
-	e.SetEpilogue("Writes the output stream to stdout as scriptreplay --stream out does (without its final newline).")
+	root := rootFlag(e)
+	e.SetSynopsis(progName + " play [--speed N] [--max-delay D] [--input] [--follow] [--root ROOT] " + sessionOperand)
+	e.SetEpilogue(sessionOperandHelp + "\n" +
+		"Writes the output stream to stdout as scriptreplay --stream out does (without its final newline).")
 	e.Operands(1, 1)
 	if err := e.Parse(args); err != nil {
 		return failUsage("play", err)
@@ -40,9 +42,14 @@ func runPlay(args []string) int {
 	if err := checkPlaySettings(e, *speed, &opts); err != nil {
 		return failUsage("play", err)
 	}
+	dirs, err := resolveSessions(root(), fs.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture play: "+err.Error()))
+		return exitFailure
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := examine.Play(ctx, fs.Arg(0), os.Stdout, opts); err != nil {
+	if err := examine.Play(ctx, dirs[0], os.Stdout, opts); err != nil {
 		if ctx.Err() != nil {
 			return exitOK // interrupted, as a pager quits
 		}

@@ -29,8 +29,9 @@ func runVerify(args []string) int {
 	fs.Var(&keys, "key", "trusted sidecar host key: a .pub file or a known_hosts file (repeatable, required)")
 	asJSON := fs.Bool("json", false, "print one JSON document (docs/RECORD.md, \"verify --json\")")
 	runDir := fs.String("run-dir", "", "a run folder: <root>/<run_id> as serve writes it, or a harvest (kali-side/ and mcp-side/), whose sessions are also reconciled with the tool server's tee")
-	e.SetSynopsis(progName + " verify --key HOST_KEY.pub [--json] (SESSION_DIR... | --run-dir RUN_DIR)")
-	e.SetEpilogue("A SESSION_DIR is the folder that holds pty/ (any name: the ids come from the signed record).\n" +
+	root := rootFlag(e)
+	e.SetSynopsis(progName + " verify --key HOST_KEY.pub [--json] [--root ROOT] (" + sessionOperand + "... | --run-dir RUN_DIR)")
+	e.SetEpilogue(sessionOperandHelp + "\nA session folder may have any name: the ids the report prints come from the signed record.\n" +
 		"Exit status: 0 every session ok, 1 something is wrong or unfinished, 2 a usage error.")
 	e.Operands(0, -1)
 	if err := e.Parse(args); err != nil {
@@ -47,9 +48,14 @@ func runVerify(args []string) int {
 		fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture verify: "+err.Error()))
 		return exitUsage
 	}
+	dirs, err := resolveSessions(root(), fs.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture verify: "+err.Error()))
+		return exitFailure
+	}
 	var opts evidence.Options
 	if !*asJSON && isTerminal(os.Stderr) {
-		if p := newProgress(os.Stderr, estimateBytes(*runDir, fs.Args())); p != nil {
+		if p := newProgress(os.Stderr, estimateBytes(*runDir, dirs)); p != nil {
 			opts.Progress = p.add
 			defer p.done()
 		}
@@ -60,7 +66,7 @@ func runVerify(args []string) int {
 		out = runOutput(rr)
 	} else {
 		out.OK, out.Sessions = true, []sessionOutput{}
-		for _, dir := range fs.Args() {
+		for _, dir := range dirs {
 			rep := evidence.Verify(dir, trusted, opts)
 			out.OK = out.OK && rep.OK()
 			out.Sessions = append(out.Sessions, sessionOutput{Report: rep, Reconcile: []evidence.Anomaly{}})
