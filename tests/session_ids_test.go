@@ -17,6 +17,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
+	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/testutil"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/recorder"
@@ -325,4 +326,41 @@ func TestPlayKeysOnTerminal(t *testing.T) {
 			waitExit(t, exited, time.Second) // "second" is due 1.5 s after "first"
 		})
 	})
+}
+
+// TestRecordListsLsFilters: docs/RECORD.md's table of ls's filters names
+// exactly the filter flags `ls -h` prints, and its --status row exactly the
+// states a listing has (examine.States) and the two verdicts.
+func TestRecordListsLsFilters(t *testing.T) {
+	bin := buildCommand(t)
+	help, err := exec.Command(bin, "ls", "-h").Output()
+	if err != nil {
+		t.Fatalf("ls -h: %v", err)
+	}
+	var documented, status []string
+	for _, row := range testutil.ReadmeTable(t, "../docs/RECORD.md", "### Listing sessions: ls") {
+		spans := testutil.CodeSpans(row[0])
+		if len(spans) != 1 {
+			t.Fatalf("filter row %q: want one flag", row[0])
+		}
+		flag, _, _ := strings.Cut(spans[0], " ")
+		documented = append(documented, flag)
+		if !strings.Contains(string(help), "\n  -"+strings.TrimPrefix(flag, "--")+" ") {
+			t.Errorf("RECORD.md documents the filter %s, which ls -h does not list", flag)
+		}
+		if flag == "--status" {
+			status = slices.DeleteFunc(testutil.CodeSpans(row[1]), func(s string) bool { return strings.HasPrefix(s, "--") })
+		}
+	}
+	for _, f := range []string{"--run", "--user", "--since", "--until", "--status"} {
+		if !slices.Contains(documented, f) {
+			t.Errorf("RECORD.md's filter table lacks %s", f)
+		}
+	}
+	want := append(slices.Clone(examine.States), "ok", "fail")
+	slices.Sort(want)
+	slices.Sort(status)
+	if !slices.Equal(status, want) {
+		t.Errorf("RECORD.md's --status row names %v; ls takes %v", status, want)
+	}
 }
