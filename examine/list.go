@@ -40,6 +40,10 @@ const (
 	StateBroken = "broken"
 )
 
+// States are the states of a listed session, in the order a life runs
+// through them; ls --status takes them.
+var States = []string{StateInProgress, StateFinalized, StateUnfinalized, StateRecovered, StateBroken}
+
 // MaxListEntries bounds the entries read from one folder of a capture root
 // (runs in the root, sessions in a run): a folder with more is listed up to
 // the bound and reported, never read whole into memory.
@@ -57,6 +61,9 @@ type Summary struct {
 	// APTL_CLIENT_KEY (the key's SHA256 fingerprint).
 	User      string `json:"user"`
 	ClientKey string `json:"client_key"`
+	// Command is the open record's exec command (vocab.AttrCommand); nil
+	// for a shell session, and for a broken one (State says which).
+	Command *string `json:"command"`
 	// Start is the open record's time (nil for a broken session); Seconds
 	// runs to the close record, or to the last record so far.
 	Start   *time.Time `json:"start"`
@@ -78,23 +85,103 @@ type Summary struct {
 
 // ListOptions select what List reads.
 type ListOptions struct {
-	// Run lists that run only ("" for every run).
+	// Run lists that run only ("" for every run): in a capture root the
+	// run folder of that name, elsewhere the sessions whose record (or,
+	// without one, whose folder) names that run.
 	Run string
 }
 
-// List summarizes every session below root (<root>/<run>/<session>), in
-// run and session name order. root is the caller's choice and is
-// followed; a run or session that is a symbolic link or not a folder is
-// listed as broken, not followed. A session whose log cannot be read is
-// a Summary with State StateBroken; only a root that cannot be listed is
-// an error.
-func List(root string, opts ListOptions) ([]Summary, error) {
+// The kinds of folder List takes (FolderKind).
+const (
+	// FolderCaptureRoot is what serve writes: <root>/<run>/<session>/pty/.
+	FolderCaptureRoot = "capture root"
+	// FolderRun is one run of it: <run>/<session>/pty/.
+	FolderRun = "run folder"
+	// FolderHarvest is the lab's harvest of a run: kali-side/<session>/pty/
+	// beside mcp-side/ (LayoutHarvest).
+	FolderHarvest = "harvest"
+	// FolderSession is one session: <session>/pty/.
+	FolderSession = "session folder"
+)
+
+// FolderKind tells what dir holds, from its shape alone (nothing is
+// verified): a session folder has pty/; a harvest has kali-side/ or
+// mcp-side/ (runLayout, the rule verify --run-dir uses); a run folder has
+// a folder with pty/ among its entries (the first MaxListEntries); anything
+// else is taken for a capture root, whose entries are runs. Entries that
+// are links are not followed, so a link cannot make a capture root look
+// like a run.
+func FolderKind(dir string) string {
+	if _, err := os.Lstat(filepath.Join(dir, vocab.PTYDir)); err == nil {
+		return FolderSession
+	}
+	if runLayout(dir) == LayoutHarvest {
+		return FolderHarvest
+	}
+	entries, err := listFolder(dir)
+	if err != nil {
+		return FolderCaptureRoot // List says why it cannot be read
+	}
+	for _, name := range entries.names {
+		if st, err := os.Lstat(filepath.Join(dir, name)); err != nil || !st.IsDir() {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, name, vocab.PTYDir)); err == nil {
+			return FolderRun
+		}
+	}
+	return FolderCaptureRoot
+}
+
+// List summarizes every session in dir, which may be a capture root, a run
+// folder, a harvest or one session folder (FolderKind), in run and session
+// name order: the folders that hold sessions (a run, kali-side/, pty/) are
+// never listed as sessions of their own. dir is the caller's choice and is
+// followed; below it, a run or session that is a symbolic link or not a
+// folder is listed as broken, not followed. A session whose log cannot be
+// read is a Summary with State StateBroken; only a folder that cannot be
+// listed is an error.
+func List(dir string, opts ListOptions) ([]Summary, error) {
+	if opts.Run != "" && !validListName(opts.Run) {
+		return nil, fmt.Errorf("run %q is not a folder name", opts.Run)
+	}
+	var out []Summary
+	switch FolderKind(dir) {
+	case FolderSession:
+		session, run := folderNames(dir)
+		out = []Summary{Summarize(dir, run, session)}
+	case FolderHarvest:
+		// A kali-side/ that is missing or a link is one broken line.
+		run, _ := folderNames(dir)
+		out = listRun(filepath.Join(dir, vocab.KaliSideDir), run)
+	case FolderRun:
+		run, _ := folderNames(dir)
+		out = listRun(dir, run)
+	default:
+		return listRoot(dir, opts)
+	}
+	if opts.Run != "" {
+		out = slices.DeleteFunc(out, func(s Summary) bool { return s.Run != opts.Run })
+	}
+	return out, nil
+}
+
+// folderNames are the names of dir and of its parent, from its absolute
+// path, so that "." or "pty/.." still name the session and its run (the
+// open record's ids replace them when it has them).
+func folderNames(dir string) (name, parent string) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	return filepath.Base(abs), filepath.Base(filepath.Dir(abs))
+}
+
+// listRoot summarizes the sessions of a capture root, run by run.
+func listRoot(root string, opts ListOptions) ([]Summary, error) {
 	var runs []string
 	var out []Summary
 	if opts.Run != "" {
-		if !validListName(opts.Run) {
-			return nil, fmt.Errorf("run %q is not a folder name", opts.Run)
-		}
 		runs = []string{opts.Run}
 	} else {
 		entries, err := listFolder(root)
@@ -108,14 +195,13 @@ func List(root string, opts ListOptions) ([]Summary, error) {
 		}
 	}
 	for _, run := range runs {
-		out = append(out, listRun(root, run)...)
+		out = append(out, listRun(filepath.Join(root, run), run)...)
 	}
 	return out, nil
 }
 
-// listRun summarizes the sessions of one run folder.
-func listRun(root, run string) []Summary {
-	dir := filepath.Join(root, run)
+// listRun summarizes the sessions of one run folder, dir, named run.
+func listRun(dir, run string) []Summary {
 	if err := checkRealDir(dir); err != nil {
 		return []Summary{{Run: run, Dir: dir, State: StateBroken, Error: err.Error()}}
 	}
@@ -280,6 +366,9 @@ func (l *logSummary) fill(s *Summary) {
 		s.Session = id
 	}
 	s.User, s.ClientKey = oa[vocab.HeaderLoginUser], oa[vocab.HeaderClientKey]
+	if c := oa[vocab.AttrCommand]; c != "" {
+		s.Command = &c
+	}
 	start := l.open.Time
 	s.Start = &start
 	s.BytesIn, s.BytesOut = l.in, l.out

@@ -35,10 +35,65 @@ type PlayOptions struct {
 	Follow bool
 	// Poll is how long Follow waits between two looks (DefaultPoll if 0).
 	Poll time.Duration
+	// IdleLimit stops Follow once the timing file has had no new entry
+	// (nothing typed, printed or resized) for this long while Play
+	// waited for one (0: no limit): Play then returns an *IdleError. A
+	// session a crash left open gets no close record, and a follower
+	// would otherwise wait for it for ever.
+	IdleLimit time.Duration
+	// Start fast-forwards: the entries recorded up to this offset into
+	// the session (the sum of the timing file's delays, as recorded, at
+	// any speed) are written at once, without their delays, so the
+	// screen is what it was then; the rest are played with their timing.
+	// The bytes written are the same as without it.
+	Start time.Duration
+	// Control, when not nil, steers the play while it runs: each
+	// PlayAction received takes effect at once, even during a pause
+	// between two entries.
+	Control <-chan PlayAction
 }
 
 // DefaultPoll is how often Play --follow looks at a growing session.
 const DefaultPoll = 50 * time.Millisecond
+
+// Bounds of the play speed; PlayFaster and PlaySlower stop at them.
+const (
+	MinSpeed = 0.01
+	MaxSpeed = 1e6
+)
+
+// PlayAction is what an examiner asks of a running play (PlayOptions.Control).
+type PlayAction int
+
+// The actions of a running play.
+const (
+	// PlayPause pauses the play, or resumes a paused one where it was.
+	PlayPause PlayAction = iota + 1
+	// PlayFaster doubles the speed, up to MaxSpeed; the pause under way
+	// is shortened to match.
+	PlayFaster
+	// PlaySlower halves the speed, down to MinSpeed.
+	PlaySlower
+	// PlayStep, while paused, writes the next chunk the play shows (one
+	// timing entry of a played stream) and stays paused; playing, it does
+	// nothing.
+	PlayStep
+	// PlayQuit ends the play: Play returns nil.
+	PlayQuit
+)
+
+// IdleError is Play --follow stopping at its idle limit.
+type IdleError struct {
+	Dir   string
+	Limit time.Duration
+}
+
+func (e *IdleError) Error() string {
+	return fmt.Sprintf("stopped following %s: nothing new was recorded for %v (the idle limit), and it has no close record yet", e.Dir, e.Limit)
+}
+
+// errQuit ends a play on PlayQuit.
+var errQuit = errors.New("quit")
 
 // Play writes the output of the session in dir to w with its timing, as
 // `scriptreplay --log-io typescript --log-timing timing --stream out`
@@ -56,18 +111,18 @@ const DefaultPoll = 50 * time.Millisecond
 // from its start or done lines.
 func Play(ctx context.Context, dir string, w io.Writer, opts PlayOptions) error {
 	if !(opts.Speed > 0) {
-		return fmt.Errorf("examine: play: speed %v is not positive", opts.Speed)
+		return fmt.Errorf("speed %v is not positive", opts.Speed)
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = DefaultPoll
 	}
 	p, err := openPlayback(dir, opts)
 	if err != nil {
-		return fmt.Errorf("examine: play: %w", err)
+		return err
 	}
 	defer p.close()
-	if err := p.run(ctx, w); err != nil {
-		return fmt.Errorf("examine: play: %w", err)
+	if err := p.run(ctx, w); err != nil && !errors.Is(err, errQuit) {
+		return err
 	}
 	return nil
 }
@@ -83,10 +138,19 @@ type playback struct {
 	tsSize int64 // the typescript's size when it was opened or last looked at
 	tsOff  int64 // the typescript offset of the next entry's bytes; 0 before the start line
 	due    time.Time
+	// elapsed is the recorded time of the entries read so far: the sum
+	// of their delays, unscaled (Start is measured in it).
+	elapsed time.Duration
+	speed   float64 // opts.Speed, as PlayFaster and PlaySlower change it
+	// paused holds the play before its next entry; left is what remained
+	// of the wait for it when it was paused. stepping releases entries,
+	// paused or not, until one is written.
+	paused, stepping bool
+	left             time.Duration
 }
 
 func openPlayback(dir string, opts PlayOptions) (_ *playback, err error) {
-	p := &playback{dir: dir, opts: opts, tsPath: filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile)}
+	p := &playback{dir: dir, opts: opts, speed: opts.Speed, tsPath: filepath.Join(dir, vocab.PTYDir, vocab.TypescriptFile)}
 	defer func() {
 		if err != nil {
 			p.close() // what was opened before the error
@@ -118,9 +182,11 @@ func (p *playback) close() {
 }
 
 // run plays the timing file to its end; with Follow it keeps looking
-// until the log's close record, then plays what the timing file holds.
+// until the log's close record, then plays what the timing file holds,
+// or until the timing file has not grown for IdleLimit.
 func (p *playback) run(ctx context.Context, w io.Writer) error {
 	p.due = time.Now()
+	var idle time.Duration // waited since the timing file last grew
 	for {
 		// The close record is looked for before the timing file is read:
 		// the recorder writes the timing file's last lines before it, so
@@ -129,15 +195,25 @@ func (p *playback) run(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		before := p.tm.off
 		if err := p.tm.poll(func(line []byte, n int, off int64) error { return p.entry(ctx, w, line, n, off) }); err != nil {
 			return err
 		}
 		if !p.opts.Follow || ended {
 			return p.tm.finish()
 		}
-		if err := sleepCtx(ctx, p.opts.Poll); err != nil {
+		// Only the time spent waiting for the session counts: playing
+		// what was there, or a pause, is not the session being idle.
+		if p.tm.off != before {
+			idle = 0
+		} else if p.opts.IdleLimit > 0 && idle >= p.opts.IdleLimit {
+			return &IdleError{Dir: p.dir, Limit: p.opts.IdleLimit}
+		}
+		waited := time.Now()
+		if err := p.sleep(ctx, p.opts.Poll); err != nil {
 			return err
 		}
+		idle += time.Since(waited)
 	}
 }
 
@@ -196,6 +272,7 @@ func (p *playback) entry(ctx context.Context, w io.Writer, line []byte, n int, o
 	if _, err := io.Copy(w, section); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
+	p.stepping = false // a step is one chunk written
 	return nil
 }
 
@@ -228,33 +305,133 @@ func (p *playback) bytesFor(n int64) error {
 }
 
 // wait sleeps until the entry is due: the previous one's time plus delay,
-// divided by the speed and capped by MaxDelay. A follower that waited for
-// the entry to be written has spent that time already and does not wait
-// again.
+// divided by the speed and capped by MaxDelay, with no wait at all up to
+// Start. A follower that waited for the entry to be written has spent that
+// time already and does not wait again. Control's actions are taken while
+// it waits, and once even when the entry is due already, so a pause typed
+// during a burst of output holds it.
 func (p *playback) wait(ctx context.Context, delay time.Duration) error {
-	d := time.Duration(float64(delay) / p.opts.Speed)
+	p.due = p.due.Add(p.scaled(delay))
+	now := time.Now()
+	if p.due.Before(now) {
+		p.due = now
+	}
+	if p.paused {
+		p.left = p.due.Sub(now) // a paused clock does not run
+	}
+	for {
+		switch {
+		case p.stepping:
+			p.due = time.Now()
+			return nil
+		case p.paused:
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case a := <-p.opts.Control:
+				if err := p.steer(a); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		rest := time.Until(p.due)
+		if rest <= 0 {
+			select {
+			case a := <-p.opts.Control:
+				if err := p.steer(a); err != nil {
+					return err
+				}
+				continue
+			default:
+				return ctx.Err()
+			}
+		}
+		t := time.NewTimer(rest)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		case a := <-p.opts.Control:
+			t.Stop()
+			if err := p.steer(a); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// scaled is how long to wait for an entry recorded delay after the one
+// before: none up to Start (only the part past Start for the entry that
+// crosses it), else delay divided by the speed, capped by MaxDelay.
+func (p *playback) scaled(delay time.Duration) time.Duration {
+	before := p.elapsed
+	p.elapsed += delay
+	switch {
+	case p.elapsed <= p.opts.Start:
+		return 0
+	case before < p.opts.Start:
+		delay = p.elapsed - p.opts.Start
+	}
+	d := time.Duration(float64(delay) / p.speed)
 	if p.opts.MaxDelay > 0 {
 		d = min(d, p.opts.MaxDelay)
 	}
-	p.due = p.due.Add(d)
-	if now := time.Now(); p.due.Before(now) {
-		p.due = now
-		return nil
-	}
-	return sleepCtx(ctx, time.Until(p.due))
+	return d
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
+// steer takes one action of Control; PlayQuit is errQuit.
+func (p *playback) steer(a PlayAction) error {
+	now := time.Now()
+	switch a {
+	case PlayPause:
+		if p.paused {
+			p.paused, p.due = false, now.Add(p.left)
+		} else {
+			p.paused, p.left = true, max(0, p.due.Sub(now))
+		}
+	case PlayFaster:
+		p.setSpeed(min(p.speed*2, MaxSpeed), now)
+	case PlaySlower:
+		p.setSpeed(max(p.speed/2, MinSpeed), now)
+	case PlayStep:
+		p.stepping = p.paused
+	case PlayQuit:
+		return errQuit
 	}
+	return nil
+}
+
+// setSpeed changes the speed, and what remains of the wait under way to
+// match: the entry stays due at the same point of the recording.
+func (p *playback) setSpeed(s float64, now time.Time) {
+	ratio := p.speed / s
+	if p.paused {
+		p.left = time.Duration(float64(p.left) * ratio)
+	} else if rest := p.due.Sub(now); rest > 0 {
+		p.due = now.Add(time.Duration(float64(rest) * ratio))
+	}
+	p.speed = s
+}
+
+// sleep waits d for a growing session, taking Control's actions: a pause
+// holds the next entry (wait), a quit ends the play now.
+func (p *playback) sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		case a := <-p.opts.Control:
+			if err := p.steer(a); err != nil {
+				return err
+			}
+		}
 	}
 }
 

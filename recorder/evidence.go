@@ -147,7 +147,7 @@ func openAttrs(m Meta, headerLen int, headerSum string, opts Options) map[string
 		vocab.AttrSessionID: m.SessionID,
 		vocab.AttrHeaderLen: strconv.Itoa(headerLen),
 		vocab.AttrHeaderSum: headerSum,
-		"command":           m.Command,
+		vocab.AttrCommand:   m.Command,
 		"term":              m.Term,
 		"tty":               m.TTY,
 		"cols":              strconv.Itoa(m.Cols),

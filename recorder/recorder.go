@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,9 +39,6 @@ var (
 )
 
 const (
-	// maxIDLen is the lab's canonical id length limit, in bytes.
-	maxIDLen = 128
-
 	dirMode  = 0o700
 	fileMode = 0o600
 
@@ -51,26 +47,9 @@ const (
 	timingName     = vocab.TimingFile
 )
 
-// ValidID reports whether s satisfies the lab's canonical id rule:
-// ^[A-Za-z0-9_][A-Za-z0-9._-]*$, no "..", and at most 128 bytes.
-//
-// Ids become path components, so the rule keeps them from being ".", "..",
-// hidden, option-like or containing a separator.
-func ValidID(s string) bool {
-	if s == "" || len(s) > maxIDLen || strings.Contains(s, "..") {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_':
-		case (c == '.' || c == '-') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ValidID reports whether s satisfies the lab's canonical id rule
+// (vocab.ValidID, whose home it is: the examiner resolves ids by it too).
+func ValidID(s string) bool { return vocab.ValidID(s) }
 
 // ReservedRunID reports whether name is a top-level name the lab reserves
 // (`_audit`, `_proc-acct`, `_sidecar`), which may never be a run id.

@@ -34,8 +34,10 @@ func runExport(args []string) int {
 	var keys keyFiles
 	fs.Var(&keys, "key", "html: trusted sidecar host key (.pub or known_hosts, repeatable); the page's banner shows the verifier's verdict, and says \"not verified\" without one")
 	runDir := fs.String("run-dir", "", "html: a run folder (as verify --run-dir takes); one page per session into the --out folder, and index.html")
-	e.SetSynopsis(progName + " export [--format asciicast|html|head] [--out PATH] [--input] [--key HOST_KEY.pub] (SESSION_DIR | --format html --run-dir RUN_DIR --out DIR)")
-	e.SetEpilogue("Check an exported head with stock OpenSSH:\n" +
+	root := rootFlag(e)
+	e.SetSynopsis(progName + " export [--format asciicast|html|head] [--out PATH] [--input] [--key HOST_KEY.pub] [--root ROOT] (" + sessionOperand + " | --format html --run-dir RUN_DIR --out DIR)")
+	e.SetEpilogue(sessionOperandHelp + "\n\n" +
+		"Check an exported head with stock OpenSSH:\n" +
 		"  echo \"aptl-kali-capture $(cat ssh_host_ed25519_key.pub)\" > allowed_signers\n" +
 		"  ssh-keygen -Y verify -f allowed_signers -I aptl-kali-capture -n " + integrity.HeadNamespace + " -s head.sig < head.txt\n" +
 		"An html page plays offline in any browser: it fetches nothing and carries the typescript and\n" +
@@ -46,6 +48,11 @@ func runExport(args []string) int {
 	if err := e.Parse(args); err != nil {
 		return failUsage("export", err)
 	}
+	switch *format {
+	case "asciicast", "html", "head":
+	default:
+		return failUsage("export", e.SettingError("format", "%q: want asciicast, html or head", *format))
+	}
 	if *format != "html" {
 		switch {
 		case len(keys) > 0:
@@ -54,13 +61,25 @@ func runExport(args []string) int {
 			return failUsage("export", e.SettingError("run-dir", "only --format html exports a whole run"))
 		}
 	}
+	if *format == "head" && *input {
+		return failUsage("export", e.SettingError("input", "only --format asciicast and html have input to add"))
+	}
 	if (*runDir == "") == (fs.NArg() == 0) {
-		return failUsage("export", e.SettingError("run-dir", "give either one SESSION_DIR or --run-dir, not both and not neither"))
+		return failUsage("export", e.SettingError("run-dir", "give either one SESSION or --run-dir, not both and not neither"))
+	}
+	var session string
+	if fs.NArg() == 1 {
+		dirs, err := resolveSessions(root(), fs.Args())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture export: "+err.Error()))
+			return exitFailure
+		}
+		session = dirs[0]
 	}
 	var err error
 	switch *format {
 	case "asciicast":
-		err = exportAsciicast(fs.Arg(0), *out, examine.CastOptions{Input: *input})
+		err = exportAsciicast(session, *out, examine.CastOptions{Input: *input})
 	case "html":
 		opts := webplayer.Options{Input: *input}
 		if len(keys) > 0 {
@@ -77,15 +96,10 @@ func runExport(args []string) int {
 			}
 			err = exportRunPages(*runDir, *out, opts)
 		} else {
-			err = exportPage(fs.Arg(0), *out, opts)
+			err = exportPage(session, *out, opts)
 		}
 	case "head":
-		if *input {
-			return failUsage("export", e.SettingError("input", "only --format asciicast and html have input to add"))
-		}
-		err = exportHead(fs.Arg(0), *out)
-	default:
-		return failUsage("export", e.SettingError("format", "%q: want asciicast, html or head", *format))
+		err = exportHead(session, *out)
 	}
 	if err != nil {
 		// The error may carry names from the session folder: escaped.

@@ -32,8 +32,9 @@ func runVerify(args []string) int {
 	fs.Var(&keys, "key", "trusted sidecar host key: a .pub file or a known_hosts file (repeatable, required)")
 	asJSON := fs.Bool("json", false, "print one JSON document (docs/RECORD.md, \"verify --json\")")
 	runDir := fs.String("run-dir", "", "a run folder: <root>/<run_id> as serve writes it, or a harvest (kali-side/ and mcp-side/), whose sessions are also reconciled with the tool server's tee")
-	e.SetSynopsis(progName + " verify --key HOST_KEY.pub [--json] (SESSION_DIR... | --run-dir RUN_DIR)")
-	e.SetEpilogue("A SESSION_DIR is the folder that holds pty/ (any name: the ids come from the signed record).\n" +
+	root := rootFlag(e)
+	e.SetSynopsis(progName + " verify --key HOST_KEY.pub [--json] [--root ROOT] (" + sessionOperand + "... | --run-dir RUN_DIR)")
+	e.SetEpilogue(sessionOperandHelp + "\nA session folder may have any name: the ids the report prints come from the signed record.\n" +
 		"A path that is no session folder (a run folder, a harvest, a capture root) is reported not-a-session, with what to give instead.\n" +
 		"Exit status: 0 every session ok, 1 something is wrong or unfinished (not-a-session included), 2 a usage error.")
 	e.Operands(0, -1)
@@ -51,9 +52,20 @@ func runVerify(args []string) int {
 		fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture verify: "+err.Error()))
 		return exitUsage
 	}
+	// Each operand is resolved (a path, or an id under --root) before the
+	// progress estimate; one that names no session is reported in its
+	// place as not-a-session, so --json still prints one document.
+	dirs := make([]string, fs.NArg())
+	errs := make([]error, fs.NArg())
+	var found []string
+	for i, arg := range fs.Args() {
+		if dirs[i], errs[i] = examine.ResolveSession(root(), arg); errs[i] == nil {
+			found = append(found, dirs[i])
+		}
+	}
 	var opts evidence.Options
 	if !*asJSON && isTerminal(os.Stderr) {
-		if p := newProgress(os.Stderr, estimateBytes(*runDir, fs.Args())); p != nil {
+		if p := newProgress(os.Stderr, estimateBytes(*runDir, found)); p != nil {
 			opts.Progress = p.add
 			defer p.done()
 		}
@@ -64,8 +76,8 @@ func runVerify(args []string) int {
 		out = runOutput(rr)
 	} else {
 		out.OK, out.Sessions = true, []sessionOutput{}
-		for _, dir := range fs.Args() {
-			rep := examine.VerifySession(dir, trusted, opts)
+		for i, arg := range fs.Args() {
+			rep := verifyOperand(root(), arg, dirs[i], errs[i], trusted, opts)
 			out.OK = out.OK && rep.OK()
 			out.Sessions = append(out.Sessions, sessionOutput{Report: rep, Reconcile: []evidence.Anomaly{}})
 		}
@@ -87,6 +99,21 @@ func runVerify(args []string) int {
 // as a known_hosts line.
 var hostKeyWhere = "the sidecar's is <state-dir>/" + broker.HostKeyFile + ".pub (" + defaultStateDir + "/" + broker.HostKeyFile +
 	".pub by default), or compose/local/known_hosts for the Compose pair"
+
+// verifyOperand verifies one operand's session folder. An id that names
+// no session, or more than one, is not-a-session with the resolver's
+// message; an operand that is neither an existing path nor an id is
+// checked as the path it was given (VerifySession: "no such folder").
+func verifyOperand(root, arg, dir string, err error, keys evidence.Keys, opts evidence.Options) *evidence.Report {
+	var amb *examine.AmbiguousError
+	switch {
+	case err == nil:
+		return examine.VerifySession(dir, keys, opts)
+	case errors.Is(err, examine.ErrNoSession), errors.As(err, &amb):
+		return evidence.NotASession(arg, sessionError(err, root).Error())
+	}
+	return examine.VerifySession(arg, keys, opts)
+}
 
 // verifyOutput is what verify prints: with --json, as one JSON document
 // whose schema docs/RECORD.md states ("verify --json"); field names are

@@ -4,6 +4,8 @@
 // apart; vocab_test.go checks that README.md documents exactly these.
 package vocab
 
+import "strings"
+
 // Files of a session folder: <session>/pty/{typescript,timing,...}.
 const (
 	PTYDir         = "pty"
@@ -92,6 +94,8 @@ const (
 	AttrTMSHA256   = "tm_sha256"
 	AttrExitCode   = "exit_code"
 	AttrCloseBytes = "bytes_" // + stream: every byte counted, stored or not
+	// AttrCommand is the open record's exec command; "" for a shell.
+	AttrCommand = "command"
 
 	AttrReason   = "reason"
 	AttrError    = "error" // a gap record's error: the write that failed, the restore that was refused
@@ -498,4 +502,31 @@ var FindingClasses = []string{
 	FindingCountMismatch, FindingTimingMismatch, FindingInvalidSignature, FindingUntrustedKey,
 	FindingMalformedFileContent, FindingChainBreak, FindingForeignEvidence, FindingTeeMismatch,
 	FindingUnfinalized, FindingGapRecorded, FindingNotASession,
+}
+
+// MaxIDLen is the lab's canonical id length limit, in bytes.
+const MaxIDLen = 128
+
+// ValidID reports whether s satisfies the lab's canonical id rule:
+// ^[A-Za-z0-9_][A-Za-z0-9._-]*$, no "..", and at most MaxIDLen bytes.
+//
+// Ids become path components, so the rule keeps them from being ".", "..",
+// hidden, option-like or containing a separator. It lives here, the floor
+// both the writer (recorder, broker) and the examiner (examine) stand on,
+// so the ids the recorder makes folders of and the ids an examiner types
+// are held to the one rule.
+func ValidID(s string) bool {
+	if s == "" || len(s) > MaxIDLen || strings.Contains(s, "..") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_':
+		case (c == '.' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
