@@ -5,10 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // TestReadmeNodeSnippet runs README.md's node ssh2 block as a newcomer
@@ -19,19 +20,15 @@ import (
 func TestReadmeNodeSnippet(t *testing.T) {
 	node, modules := nodeClient(t)
 	bin := buildForLiveTest(t)
-	data, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)```js\n(.*?)```").FindStringSubmatch(string(data))
-	if m == nil || !strings.Contains(m[1], "port: 2222") {
-		t.Fatalf("README.md has no ```js block connecting to port 2222")
+	block := testutil.ReadmeCodeBlock(t, "../README.md", "## Connecting", "js")
+	if !strings.Contains(block, "port: 2222") {
+		t.Fatalf("README.md's node ssh2 block does not connect to port 2222:\n%s", block)
 	}
 	work := t.TempDir()
 	srv, sshArgs, logs := startServe(t, bin, work)
 	defer srv.Process.Kill()
 	port := sshArgs[1] // ssh -p PORT ...
-	script := strings.Replace(m[1], "port: 2222", "port: "+port, 1)
+	script := strings.Replace(block, "port: 2222", "port: "+port, 1)
 	if err := os.WriteFile(filepath.Join(work, "connect.js"), []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,27 @@ func ReadmeTable(t testing.TB, path, heading string) [][]string {
 	return rows
 }
 
+// ReadmeCodeBlock returns the first fenced block of language lang
+// ("sh", "js") after the line heading in the file at path: the lines a
+// README tells a reader to run, which a test runs as written.
+func ReadmeCodeBlock(t testing.TB, path, heading, lang string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("%s has no heading %q", path, heading)
+	}
+	_, after, ok = strings.Cut(after, "```"+lang+"\n")
+	block, _, closed := strings.Cut(after, "```")
+	if !ok || !closed {
+		t.Fatalf("%s: no ```%s block after %q", path, lang, heading)
+	}
+	return block
+}
+
 var codeSpan = regexp.MustCompile("`([^`]+)`")
 
 // CodeSpans returns the `code` spans of a Markdown cell.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // liveReadmeHarvest runs compose/README.md's "Harvest and verify" lines as
@@ -18,7 +20,7 @@ func liveReadmeHarvest(t *testing.T, s *liveStack) {
 	if out, err := s.ssh(30*time.Second, session, false, "echo harvested-as-written"); err != nil {
 		t.Fatalf("session: %v\n%s", err, out)
 	}
-	block := readmeBlock(t, repoFile(t, "compose/README.md"), "## Harvest and verify")
+	block := testutil.ReadmeCodeBlock(t, repoFile(t, "compose/README.md"), "## Harvest and verify", "sh")
 	if !strings.Contains(block, "run1/s1") {
 		t.Fatalf("the harvest block no longer names run1/s1; this test substitutes those ids:\n%s", block)
 	}
@@ -47,23 +49,4 @@ func liveReadmeHarvest(t *testing.T, s *liveStack) {
 	if err != nil || !strings.Contains(string(ts), "harvested-as-written") {
 		t.Errorf("the harvested typescript: %v\n%s", err, ts)
 	}
-}
-
-// readmeBlock returns the first ```sh block after heading in a Markdown file.
-func readmeBlock(t *testing.T, path, heading string) string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(data), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("%s has no %q section", path, heading)
-	}
-	_, after, ok = strings.Cut(after, "```sh\n")
-	block, _, closed := strings.Cut(after, "```")
-	if !ok || !closed {
-		t.Fatalf("%s: no ```sh block under %q", path, heading)
-	}
-	return block
 }
