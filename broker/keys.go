@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -247,9 +249,9 @@ func parseAuthorizedKeys(data []byte) (*AuthorizedKeys, error) {
 	return ak, nil
 }
 
-// HostKeyFile is the host key's name in the state directory (docs/OPERATING.md,
-// "Configuration", --state-dir).
-const HostKeyFile = "ssh_host_ed25519_key"
+// HostKeyFile is the host key's name in the state directory; its one
+// home is vocab, which the examiner's commands name it by too.
+const HostKeyFile = vocab.HostKeyFile
 
 // LoadOrCreateKey returns the ed25519 private key at path, generating it
 // (mode 0600, created exclusively, with a .pub beside it) on first use. An

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/aptl/aptl-kali-capture/broker"
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/termsafe"
@@ -97,7 +96,7 @@ func runVerify(args []string) int {
 // hostKeyWhere says where the key --key wants is: the sidecar writes its
 // host key into its state folder, and the Compose pair's up.sh writes it
 // as a known_hosts line.
-var hostKeyWhere = "the sidecar's is <state-dir>/" + broker.HostKeyFile + ".pub (" + defaultStateDir + "/" + broker.HostKeyFile +
+var hostKeyWhere = "the sidecar's is <state-dir>/" + vocab.HostKeyFile + ".pub (" + defaultStateDir + "/" + vocab.HostKeyFile +
 	".pub by default), or compose/local/known_hosts for the Compose pair"
 
 // verifyOperand verifies one operand's session folder. An id that names

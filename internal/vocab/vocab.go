@@ -504,6 +504,12 @@ var FindingClasses = []string{
 	FindingUnfinalized, FindingGapRecorded, FindingNotASession,
 }
 
+// HostKeyFile is the sidecar's host key's name in its state directory
+// (docs/OPERATING.md, "Configuration", --state-dir), its public half
+// HostKeyFile+".pub": the server writes it, and verify's messages tell an
+// examiner where to find it, on every OS the examiner builds for.
+const HostKeyFile = "ssh_host_ed25519_key"
+
 // MaxIDLen is the lab's canonical id length limit, in bytes.
 const MaxIDLen = 128
 
