@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
@@ -20,7 +21,7 @@ import (
 // as one session would report every file of a session missing, and call
 // a folder that holds no evidence tampered.
 func VerifySession(dir string, keys evidence.Keys, opts evidence.Options) *evidence.Report {
-	if why := notASession(dir); why != "" {
+	if why := NotASessionReason(dir, true); why != "" {
 		return evidence.NotASession(dir, why)
 	}
 	return evidence.Verify(dir, keys, opts)
@@ -33,6 +34,19 @@ const maxSessionHints = 5
 // the hint: a root of many runs costs a bounded amount of reading.
 const maxRunsProbed = 64
 
+// NotASessionReason says why dir is no session folder, and what to give
+// instead, or "" for a session's folder however damaged. runDir says
+// whether the command takes --run-dir (verify, export --format html), so
+// a run folder's or a harvest's hint points there; play's names one of
+// the run's sessions instead.
+func NotASessionReason(dir string, runDir bool) string {
+	why := notASession(dir)
+	if !runDir {
+		why = strings.Replace(why, ": use --run-dir "+dir, ": name one of its sessions", 1)
+	}
+	return why
+}
+
 // notASession says what dir is when it is no session folder, and what to
 // give instead; "" when it is one, damaged or not, which the verifier
 // then reports. A folder holding pty/, or a witness folder (pcap/,
@@ -43,6 +57,9 @@ func notASession(dir string) string {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "no such folder: check the path"
+	case errors.Is(err, syscall.ENOTDIR):
+		// A path through a file (a/file/sub): no folder is there at all.
+		return "no such folder: a part of the path is a file, not a folder"
 	case err != nil:
 		return "" // unreadable: the verifier says so, as of any session folder
 	case !st.IsDir():

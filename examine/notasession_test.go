@@ -1,6 +1,7 @@
 package examine
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,5 +55,27 @@ func TestSessionWithoutPTYIsVerified(t *testing.T) {
 		if rep.Status != evidence.StatusTampered {
 			t.Errorf("a folder holding only %s/: status %s, want %s", name, rep.Status, evidence.StatusTampered)
 		}
+	}
+}
+
+// A path through a file names no folder at all: not-a-session, never a
+// damaged session whose files are missing. The resolver passes it on as
+// a path (Lstat fails, but not with "does not exist"), so verify and play
+// report it as the path it is.
+func TestPathThroughAFileIsNotASession(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "afile")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	through := filepath.Join(file, "sub")
+	rep := VerifySession(through, evidence.Keys{}, evidence.Options{})
+	if rep.Status != evidence.StatusNotASession || len(rep.Anomalies) != 1 || !strings.Contains(rep.Anomalies[0].Msg, "is a file, not a folder") {
+		t.Errorf("status %s, anomalies %v; want not-a-session naming the file in the path", rep.Status, rep.Anomalies)
+	}
+	if dir, err := ResolveSession(t.TempDir(), through); err != nil || dir != through {
+		t.Errorf("ResolveSession(%q) = %q, %v; want the path itself", through, dir, err)
+	}
+	if _, err := ResolveSession(t.TempDir(), "/no/such/place"); !errors.Is(err, ErrNotAnID) || errors.Is(err, ErrNoSession) {
+		t.Errorf("ResolveSession of a missing path: %v; want ErrNotAnID", err)
 	}
 }

@@ -18,6 +18,16 @@ const MaxCandidates = 10
 // that names no session under the root.
 var ErrNoSession = errors.New("no such session")
 
+// ErrNotAnID is what ResolveSession returns for an operand that is neither
+// an existing path nor shaped as a session id: a path the examiner typed
+// wrong, which verify reports as the path it is.
+var ErrNotAnID = errors.New("neither a path nor a session id")
+
+type notAnID struct{ msg string }
+
+func (e *notAnID) Error() string        { return e.msg }
+func (e *notAnID) Is(target error) bool { return target == ErrNotAnID }
+
 // noSession is an id that names nothing; its message says where it was
 // looked for.
 type noSession struct{ msg string }
@@ -71,7 +81,7 @@ func ResolveSession(root, arg string) (string, error) {
 	case !two && vocab.ValidID(arg):
 		return findSession(root, arg)
 	}
-	return "", fmt.Errorf("%q: no such file or folder, and not a session id (RUN/SESSION or SESSION: letters, digits, _, and . or - after the first)", arg)
+	return "", &notAnID{fmt.Sprintf("%q: no such file or folder, and not a session id (RUN/SESSION or SESSION: letters, digits, _, and . or - after the first)", arg)}
 }
 
 // findSession is the one run of root that holds session.

@@ -61,3 +61,42 @@ func TestExportHTMLRunDir(t *testing.T) {
 		}
 	}
 }
+
+// TestExportHTMLLeavesNoFileOnFailure: a session named "index" gets a page
+// that is not the run's index, and a page that fails part-way (a timing
+// line the recorder does not write) leaves no file behind to be taken for
+// the session or to refuse the next try.
+func TestExportHTMLLeavesNoFileOnFailure(t *testing.T) {
+	bin := buildCommand(t)
+	root := t.TempDir()
+	for _, id := range []string{"index", "s-bad"} {
+		rt.RecordTerminal(t, root, rt.Terminal{ID: id, User: "kali", Rows: 24, Cols: 80, Steps: rt.Steps(rt.Out("$ "))})
+	}
+	runDir := filepath.Join(root, rt.RunID)
+	timing := filepath.Join(runDir, "s-bad", "pty", "timing")
+	f, err := os.OpenFile(timing, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("X not a timing line\n")
+	f.Close()
+
+	out := filepath.Join(t.TempDir(), "pages")
+	if msg, code := runCommand(t, bin, "export", "--format", "html", "--run-dir", runDir, "--out", out); code != 1 || !strings.Contains(string(msg), "1 of 2 sessions have no page") {
+		t.Fatalf("export --run-dir with one bad session: exit %d: %s; want 1, naming the one", code, msg)
+	}
+	index, err := os.ReadFile(filepath.Join(out, "index.html"))
+	if err != nil || !strings.Contains(string(index), `<a href="index@session.html">index</a>`) {
+		t.Errorf("index.html: %v; want it to link the session named index as index@session.html:\n%s", err, index)
+	}
+	if _, err := os.Stat(filepath.Join(out, "s-bad.html")); !os.IsNotExist(err) {
+		t.Errorf("the failed page s-bad.html is left behind: %v", err)
+	}
+	page := filepath.Join(t.TempDir(), "bad.html")
+	if msg, code := runCommand(t, bin, "export", "--format", "html", "--out", page, filepath.Join(runDir, "s-bad")); code != 1 {
+		t.Errorf("export of the bad session: exit %d: %s; want 1", code, msg)
+	}
+	if _, err := os.Stat(page); !os.IsNotExist(err) {
+		t.Errorf("a failed export left %s behind: %v", page, err)
+	}
+}

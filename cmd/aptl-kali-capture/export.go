@@ -69,7 +69,7 @@ func runExport(args []string) int {
 	}
 	var session string
 	if fs.NArg() == 1 {
-		dirs, err := resolveSessions(root(), fs.Args())
+		dirs, err := resolveSessions(root(), fs.Args(), *format == "html")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture export: "+err.Error()))
 			return exitFailure
@@ -134,6 +134,12 @@ func writeNewOutput(out string, write func(io.Writer) error) (err error) {
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
+		// A failed export leaves no file behind: a partial page or cast
+		// would be taken for the session, and the next try refused as
+		// "file exists". The file is the one this call created.
+		if err != nil {
+			os.Remove(out)
+		}
 	}()
 	return write(f)
 }
@@ -162,7 +168,13 @@ func exportRunPages(runDir, out string, opts webplayer.Options) error {
 	entries := make([]webplayer.IndexEntry, 0, len(dirs))
 	var failed int
 	for _, dir := range dirs {
+		// A session named "index" must not take the index's name. Its page
+		// is index@session.html: "@" is in no session id, so no other
+		// session's page can have that name.
 		page := filepath.Base(dir) + ".html"
+		if page == indexPage {
+			page = "index@session.html"
+		}
 		var info webplayer.PageInfo
 		err := writeNewOutput(filepath.Join(out, page), func(w io.Writer) error {
 			var err error

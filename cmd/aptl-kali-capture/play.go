@@ -59,7 +59,7 @@ func runPlay(args []string) int {
 	if err := checkPlaySettings(e, *speed, *idle, &opts); err != nil {
 		return failUsage("play", err)
 	}
-	dirs, err := resolveSessions(root(), fs.Args())
+	dirs, err := resolveSessions(root(), fs.Args(), false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, termsafe.Escape("aptl-kali-capture play: "+err.Error()))
 		return exitFailure

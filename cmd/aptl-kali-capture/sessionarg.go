@@ -33,13 +33,17 @@ func rootFlag(e *cliconfig.Flags) func() string {
 
 // resolveSessions turns each operand into its session folder
 // (examine.ResolveSession); an id that names nothing says where the
-// sessions can be listed.
-func resolveSessions(root string, args []string) ([]string, error) {
+// sessions can be listed, and a folder that is none says what it is
+// (runDir: the command takes --run-dir for a run).
+func resolveSessions(root string, args []string, runDir bool) ([]string, error) {
 	dirs := make([]string, 0, len(args))
 	for _, arg := range args {
 		dir, err := examine.ResolveSession(root, arg)
 		if err != nil {
 			return nil, sessionError(err, root)
+		}
+		if why := examine.NotASessionReason(dir, runDir); why != "" {
+			return nil, fmt.Errorf("%s: %s", dir, why)
 		}
 		dirs = append(dirs, dir)
 	}

@@ -99,19 +99,19 @@ func runVerify(args []string) int {
 var hostKeyWhere = "the sidecar's is <state-dir>/" + vocab.HostKeyFile + ".pub (" + defaultStateDir + "/" + vocab.HostKeyFile +
 	".pub by default), or compose/local/known_hosts for the Compose pair"
 
-// verifyOperand verifies one operand's session folder. An id that names
-// no session, or more than one, is not-a-session with the resolver's
-// message; an operand that is neither an existing path nor an id is
-// checked as the path it was given (VerifySession: "no such folder").
+// verifyOperand verifies one operand's session folder. An operand that
+// is neither an existing path nor an id is checked as the path it was
+// given (VerifySession: "no such folder"); any other operand that names
+// no session (an id of none, of several, a linked run) is not-a-session
+// with the resolver's reason.
 func verifyOperand(root, arg, dir string, err error, keys evidence.Keys, opts evidence.Options) *evidence.Report {
-	var amb *examine.AmbiguousError
 	switch {
 	case err == nil:
 		return examine.VerifySession(dir, keys, opts)
-	case errors.Is(err, examine.ErrNoSession), errors.As(err, &amb):
-		return evidence.NotASession(arg, sessionError(err, root).Error())
+	case errors.Is(err, examine.ErrNotAnID):
+		return examine.VerifySession(arg, keys, opts)
 	}
-	return examine.VerifySession(arg, keys, opts)
+	return evidence.NotASession(arg, sessionError(err, root).Error())
 }
 
 // verifyOutput is what verify prints: with --json, as one JSON document

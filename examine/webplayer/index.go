@@ -50,7 +50,7 @@ func WriteIndex(w io.Writer, run string, verified bool, entries []IndexEntry) er
 		Entries  []IndexEntry
 	}{run, verified, entries}
 	if err := indexTemplate.Execute(w, data); err != nil {
-		return fmt.Errorf("webplayer: index: %w", err)
+		return fmt.Errorf("index: %w", err)
 	}
 	return nil
 }

@@ -8,6 +8,15 @@
   // IDLE_SECONDS: a stretch with no entry at least this long is marked on
   // the seek bar as idle.
   var IDLE_SECONDS = 5;
+  // A hostile timing file can claim any window size and hold hundreds of
+  // thousands of entries: the terminal is bounded to MAX_SIDE cells a side
+  // (term.js allocates rows x cols), and the seek bar to MAX_MARKS idle and
+  // resize marks, as the page bounds its gap marks.
+  var MAX_SIDE = 1000, MAX_MARKS = 1000;
+  function side(v, dflt) {
+    var n = parseInt(v, 10);
+    return n > 0 ? Math.min(n, MAX_SIDE) : dflt;
+  }
   // MAX_TICK_MS: the clock, the seek bar and the input pane are brought up
   // to date at least this often while playing.
   var MAX_TICK_MS = 200;
@@ -98,8 +107,8 @@
     return;
   }
   var events = rec.events, duration = rec.duration;
-  var initialCols = parseInt(rec.headers.COLUMNS, 10) || 80;
-  var initialRows = parseInt(rec.headers.LINES, 10) || 24;
+  var initialCols = side(rec.headers.COLUMNS, 80);
+  var initialRows = side(rec.headers.LINES, 24);
 
   var term = null, next = 0, now = 0, inputText = "";
   var playing = false, speed = Number(params.get("speed")) || 1, timer = null, wallStart = 0, timeStart = 0;
@@ -138,7 +147,7 @@
         batch += ev.text;
       } else if (ev.kind === "S") {
         if (batch) { term.write(batch); batch = ""; }
-        term.resize(ev.cols, ev.rows);
+        term.resize(side(ev.cols, initialCols), side(ev.rows, initialRows));
         showSize(ev.cols, ev.rows);
       } else if (ev.text) {
         inputText += ev.text;
@@ -236,11 +245,11 @@
   }
 
   function markSeekBar() {
-    var prev = 0;
-    for (var i = 0; i < events.length; i++) {
+    var prev = 0, marks = 0;
+    for (var i = 0; i < events.length && marks < MAX_MARKS; i++) {
       var ev = events[i];
-      if (ev.t - prev >= IDLE_SECONDS) { mark("idle", prev, ev.t - prev, "idle " + fmt(ev.t - prev)); }
-      if (ev.kind === "S") { mark("resize", ev.t, null, "window changed to " + ev.cols + "\u00d7" + ev.rows + " at " + fmt(ev.t)); }
+      if (ev.t - prev >= IDLE_SECONDS) { mark("idle", prev, ev.t - prev, "idle " + fmt(ev.t - prev)); marks++; }
+      if (ev.kind === "S") { mark("resize", ev.t, null, "window changed to " + ev.cols + "\u00d7" + ev.rows + " at " + fmt(ev.t)); marks++; }
       prev = ev.t;
     }
     (cfg.gaps || []).forEach(function (g) { mark("gap", Math.min(g.t, duration), null, g.label + " at " + fmt(g.t)); });

@@ -155,10 +155,10 @@ func WritePage(w io.Writer, dir string, opts Options) (PageInfo, error) {
 	info.Verdict = p.Verdict.Status
 	bw := bufio.NewWriterSize(w, 1<<20)
 	if err := pageTemplate.ExecuteTemplate(bw, "page", p); err != nil {
-		return info, fmt.Errorf("webplayer: %w", err)
+		return info, err
 	}
 	if err := bw.Flush(); err != nil {
-		return info, fmt.Errorf("webplayer: %w", err)
+		return info, err
 	}
 	return info, nil
 }
@@ -173,7 +173,7 @@ func WritePage(w io.Writer, dir string, opts Options) (PageInfo, error) {
 func dataScript(d playerData, ts, tm []byte) (template.JS, error) {
 	j, err := json.Marshal(d)
 	if err != nil {
-		return "", fmt.Errorf("webplayer: %w", err)
+		return "", err
 	}
 	var b strings.Builder
 	b.Grow(base64.StdEncoding.EncodedLen(len(ts)) + base64.StdEncoding.EncodedLen(len(tm)) + len(j) + 128)
@@ -207,15 +207,15 @@ func readBounded(dir, name string, limit int64) ([]byte, error) {
 	rel := vocab.PTYDir + "/" + name
 	f, size, err := safefs.OpenRegular(dir, rel)
 	if err != nil {
-		return nil, fmt.Errorf("webplayer: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	if size > limit {
-		return nil, fmt.Errorf("webplayer: %s is %d bytes, more than the %d a page carries: %w (play it with `play`, or export it as asciicast)", rel, size, limit, ErrTooLarge)
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d a page carries: %w (play it with `play`, or export it as asciicast)", rel, size, limit, ErrTooLarge)
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, fmt.Errorf("webplayer: %s: %w", rel, err)
+		return nil, fmt.Errorf("%s: %w", rel, err)
 	}
 	return b, nil
 }
@@ -249,7 +249,7 @@ func scanRecord(dir string, ts, tm []byte) (*recordScan, error) {
 	tsPath := vocab.PTYDir + "/" + vocab.TypescriptFile
 	start, err := scriptfmt.ReadStartLine(bufio.NewReader(bytes.NewReader(ts)))
 	if err != nil {
-		return nil, fmt.Errorf("webplayer: %s: %w", tsPath, err)
+		return nil, fmt.Errorf("%s: %w", tsPath, err)
 	}
 	rec := &recordScan{}
 	off := start
@@ -272,7 +272,7 @@ func scanRecord(dir string, ts, tm []byte) (*recordScan, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("webplayer: %w", err)
+		return nil, err
 	}
 	rec.readLog(dir)
 	return rec, nil

@@ -62,7 +62,7 @@ func New(name string, lookup Lookup, output io.Writer) *Flags {
 
 // SetSynopsis sets the usage line printed after "usage: ": the command as
 // typed, then its flags and operands, e.g.
-// "aptl-kali-capture export [flags] SESSION_DIR".
+// "aptl-kali-capture export [flags] SESSION".
 func (e *Flags) SetSynopsis(line string) { e.synopsis = line }
 
 // SetEpilogue sets text printed by -h after the flags (an example).
