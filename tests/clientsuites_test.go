@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The real clients and tools the suites drive (node ssh2, paramiko,
@@ -62,18 +64,37 @@ func clientSummary() string {
 // summaryOutput is where the line is seen. With -v the package's output
 // is shown: stdout. Without it go test ./... discards a passing package's
 // output, so on Linux the line goes to the go command's own stderr (the
-// test binary's parent; opened for appending, so a log file is not
-// overwritten); elsewhere, or where that cannot be opened, to stderr.
+// test binary's parent): best its very file description, taken with
+// pidfd_getfd, so that a log file the go command writes at its own offset
+// does not overwrite the line; else, where that is not allowed, the file
+// reopened for appending (a terminal or a pipe); else stderr.
 func summaryOutput() (io.Writer, func()) {
 	if testing.Verbose() {
 		return os.Stdout, func() {}
 	}
-	if runtime.GOOS == "linux" {
-		if f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/2", os.Getppid()), os.O_WRONLY|os.O_APPEND, 0); err == nil {
-			return f, func() { f.Close() }
-		}
+	if f := parentStderr(); f != nil {
+		return f, func() { f.Close() }
 	}
 	return os.Stderr, func() {}
+}
+
+// parentStderr returns the go command's stderr, or nil.
+func parentStderr() *os.File {
+	if runtime.GOOS != "linux" {
+		return nil
+	}
+	if pidfd, err := unix.PidfdOpen(os.Getppid(), 0); err == nil {
+		fd, err := unix.PidfdGetfd(pidfd, 2, 0)
+		unix.Close(pidfd)
+		if err == nil {
+			return os.NewFile(uintptr(fd), "go command's stderr")
+		}
+	}
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/2", os.Getppid()), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 // reportClientSuites prints the summary line after the package's tests.
