@@ -181,30 +181,10 @@ func testNodeSSH2PersistentSession(t *testing.T, mode broker.PTYEOF, reason func
 // the close event handler verifies OK with close reason client-eof.
 func TestNodeSSH2CloseHangup(t *testing.T) {
 	nodeClient(t)
-	n := 20
-	if slowTests {
-		n = 100
-	}
 	h := newHarness(t, withPTYEOF(broker.PTYEOFHangup))
-	harvest := t.TempDir()
-	var res struct {
-		Closes []closeResult `json:"closes"`
-	}
-	runScenario(t, h, map[string]any{"scenario": "close", "run": "nodec", "harvest": harvest, "sessions": n}, &res)
-	if len(res.Closes) != n {
-		t.Fatalf("%d closes, want %d", len(res.Closes), n)
-	}
-	var ms []float64
-	for i, c := range res.Closes {
-		ms = append(ms, c.MS)
-		if c.How != "close" {
-			t.Errorf("session %d: %s, want the close event before ssh2's 3 s timeout", i, c.How)
-			continue
-		}
-		checkFinalized(t, filepath.Join(harvest, "nodec", "nc-"+strconv.Itoa(i)), h.hostKey, "client-eof")
-	}
-	t.Logf("shell.end() to close event over %d sessions: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
-		n, percentile(ms, 50), percentile(ms, 99), percentile(ms, 100))
+	nodeCloses(t, h, "hangup", "nodec", "", func(_ int, _, dir string) {
+		checkFinalized(t, dir, h.hostKey, "client-eof")
+	})
 }
 
 // TestNodeSSH2CloseEOF: on the default pty-eof=eof, every shell.end()
@@ -217,16 +197,37 @@ func TestNodeSSH2CloseHangup(t *testing.T) {
 // shared with other work.
 func TestNodeSSH2CloseEOF(t *testing.T) {
 	nodeClient(t)
+	h := newHarness(t)
+	outDir := t.TempDir()
+	nodeCloses(t, h, "eof", "nodee", outDir, func(i int, id, dir string) {
+		checkFinalized(t, dir, h.hostKey, "shell-exited")
+		checkClientBytes(t, dir, outDir, id)
+		if out := mustRead(t, filepath.Join(outDir, id+".out")); !bytes.Contains(out, []byte("ready\r\n")) {
+			t.Errorf("session %d: the client received no output of its last command before the close", i)
+		}
+	})
+}
+
+// nodeCloses runs the close scenario of 20 sessions (100 in the slow
+// form) in run against h, whose pty-eof mode names the figures it logs: each must get the close event before ssh2's
+// 3 s timeout, and check is given its number, id and harvested folder.
+// outDir, unless "", receives each session's client bytes. The times from
+// shell.end() to the close are logged (p50, p99, max).
+func nodeCloses(t *testing.T, h *harness, mode, run, outDir string, check func(i int, id, dir string)) {
+	t.Helper()
 	n := 20
 	if slowTests {
 		n = 100
 	}
-	h := newHarness(t)
-	harvest, outDir := t.TempDir(), t.TempDir()
+	harvest := t.TempDir()
 	var res struct {
 		Closes []closeResult `json:"closes"`
 	}
-	runScenario(t, h, map[string]any{"scenario": "close", "run": "nodee", "harvest": harvest, "outDir": outDir, "sessions": n}, &res)
+	opts := map[string]any{"scenario": "close", "run": run, "harvest": harvest, "sessions": n}
+	if outDir != "" {
+		opts["outDir"] = outDir
+	}
+	runScenario(t, h, opts, &res)
 	if len(res.Closes) != n {
 		t.Fatalf("%d closes, want %d", len(res.Closes), n)
 	}
@@ -238,15 +239,10 @@ func TestNodeSSH2CloseEOF(t *testing.T) {
 			continue
 		}
 		id := "nc-" + strconv.Itoa(i)
-		dir := filepath.Join(harvest, "nodee", id)
-		checkFinalized(t, dir, h.hostKey, "shell-exited")
-		checkClientBytes(t, dir, outDir, id)
-		if out := mustRead(t, filepath.Join(outDir, id+".out")); !bytes.Contains(out, []byte("ready\r\n")) {
-			t.Errorf("session %d: the client received no output of its last command before the close", i)
-		}
+		check(i, id, filepath.Join(harvest, run, id))
 	}
-	t.Logf("pty-eof=eof: shell.end() to close event over %d sessions: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
-		n, percentile(ms, 50), percentile(ms, 99), percentile(ms, 100))
+	t.Logf("pty-eof=%s: shell.end() to close event over %d sessions: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+		mode, n, percentile(ms, 50), percentile(ms, 99), percentile(ms, 100))
 }
 
 // TestNodeSSH2CloseIgnore: with pty-eof=ignore (OpenSSH's behaviour)
