@@ -1,6 +1,7 @@
 package recordertest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,6 +48,20 @@ type Chunk struct {
 	P      string
 }
 
+// record hands the chunk to the recorder as the broker's copier of its
+// stream would.
+func (c Chunk) record(s *recorder.Session) error {
+	switch c.Stream {
+	case vocab.StreamIn:
+		return s.Input([]byte(c.P))
+	case vocab.StreamOut:
+		return s.Output([]byte(c.P))
+	case vocab.StreamErr:
+		return s.Stderr([]byte(c.P))
+	}
+	return fmt.Errorf("recordertest: no stream %q", c.Stream)
+}
+
 // In is a chunk of input.
 func In(p string) Chunk { return Chunk{vocab.StreamIn, p} }
 
@@ -85,16 +100,14 @@ func Record(t *testing.T, runDir string, spec Spec) (out, errOut []byte) {
 		t.Fatal(err)
 	}
 	for _, c := range spec.Steps {
-		switch c.Stream {
-		case vocab.StreamIn:
-			err = s.Input([]byte(c.P))
-		case vocab.StreamOut:
-			err, out = s.Output([]byte(c.P)), append(out, c.P...)
-		case vocab.StreamErr:
-			err, errOut = s.Stderr([]byte(c.P)), append(errOut, c.P...)
-		}
-		if err != nil {
+		if err := c.record(s); err != nil {
 			t.Fatal(err)
+		}
+		switch c.Stream {
+		case vocab.StreamOut:
+			out = append(out, c.P...)
+		case vocab.StreamErr:
+			errOut = append(errOut, c.P...)
 		}
 	}
 	var hs []recorder.Header

@@ -53,15 +53,10 @@ func RecordTerminal(t testing.TB, root string, term Terminal) string {
 		t.Fatal(err)
 	}
 	for _, st := range term.Steps {
-		switch st.Stream {
-		case vocab.StreamIn:
-			err = s.Input([]byte(st.P))
-		case vocab.StreamOut:
-			err = s.Output([]byte(st.P))
-		case vocab.StreamErr:
-			err = s.Stderr([]byte(st.P))
-		default:
+		if st.Stream == "" {
 			err = s.Resize(st.Rows, st.Cols)
+		} else {
+			err = st.record(s)
 		}
 		if err != nil {
 			t.Fatal(err)
