@@ -40,19 +40,19 @@ const maxRunsProbed = 64
 // a run folder's or a harvest's hint points there; play's names one of
 // the run's sessions instead.
 func NotASessionReason(dir string, runDir bool) string {
-	why := notASession(dir)
-	if !runDir {
-		why = strings.Replace(why, ": use --run-dir "+dir, ": name one of its sessions", 1)
+	instead := "name one of its sessions"
+	if runDir {
+		instead = "use --run-dir " + dir
 	}
-	return why
+	return notASession(dir, instead)
 }
 
 // notASession says what dir is when it is no session folder, and what to
-// give instead; "" when it is one, damaged or not, which the verifier
+// give instead (runInstead for a run folder or a harvest); "" when it is one, damaged or not, which the verifier
 // then reports. A folder holding pty/, or a witness folder (pcap/,
 // audit/), is a session's: one whose pty/ was removed is evidence
 // destroyed, reported as such, never a hint.
-func notASession(dir string) string {
+func notASession(dir, runInstead string) string {
 	st, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -71,10 +71,10 @@ func notASession(dir string) string {
 		}
 	}
 	if runLayout(dir) == LayoutHarvest {
-		return fmt.Sprintf("a run's harvest (%s/ and mcp-side/), not a session folder: use --run-dir %s", vocab.KaliSideDir, dir)
+		return fmt.Sprintf("a run's harvest (%s/ and mcp-side/), not a session folder: %s", vocab.KaliSideDir, runInstead)
 	}
 	if sessions := sessionsIn(dir, 1); len(sessions) > 0 {
-		return fmt.Sprintf("a run folder (its subfolders are sessions, such as %s): use --run-dir %s", sessions[0], dir)
+		return fmt.Sprintf("a run folder (its subfolders are sessions, such as %s): %s", sessions[0], runInstead)
 	}
 	if sessions := sessionsBelow(dir); len(sessions) > 0 {
 		return fmt.Sprintf("a capture root: its sessions are RUN/SESSION folders below it, such as %s (aptl-kali-capture ls %s lists them all)",

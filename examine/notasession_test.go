@@ -32,7 +32,7 @@ func TestCaptureRootHintIsBounded(t *testing.T) {
 			fakeSession(t, filepath.Join(root, run, s))
 		}
 	}
-	why := notASession(root)
+	why := NotASessionReason(root, true)
 	var want []string
 	for _, p := range []string{"run-a/s1", "run-a/s2", "run-a/s3", "run-a/s4", "run-b/s1"} {
 		want = append(want, filepath.Join(root, p))
