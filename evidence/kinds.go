@@ -66,6 +66,12 @@ const (
 	KindAuditExtra          Kind = "audit-extra"             // an audit file no signed record names
 	KindAuditForeignSes     Kind = "audit-foreign-ses"       // a session's audit file holds records of another audit session
 	KindVerifierStopped     Kind = "verifier-stopped"        // malformed evidence stopped the verifier
+	// The session's signed manifest (manifest.go); its signature's
+	// findings are the signature kinds above, on SHA256SUMS.sig.
+	KindManifestMalformed   Kind = "manifest-malformed"    // SHA256SUMS holds a line sha256sum's format or the sidecar does not write
+	KindManifestMismatch    Kind = "manifest-mismatch"     // a file's SHA-256 differs from the manifest's
+	KindManifestMissingFile Kind = "manifest-file-missing" // a file the manifest lists is not in the folder
+	KindManifestUnlisted    Kind = "manifest-unlisted"     // a file in the session folder the manifest does not list, or a manifest no record announces
 	// Run level (--run-dir) and the reconciliation with the tool server's tee.
 	KindNotASession       Kind = "not-a-session"       // a path given, or an entry of the run folder, that is not a session folder
 	KindNoSessions        Kind = "no-sessions"         // a run folder with no session
@@ -84,6 +90,7 @@ var Kinds = []Kind{
 	KindFileDigestMismatch, KindFileAppended, KindUnsignedTailTooLong, KindUnfinalized,
 	KindCloseUnsigned, KindCountMismatch, KindTimingMalformed, KindTimingTotals,
 	KindRecovered, KindRecoveryInvalid, KindPcapMissing, KindPcapExtra, KindAuditMissing, KindAuditExtra, KindAuditForeignSes, KindVerifierStopped,
+	KindManifestMalformed, KindManifestMismatch, KindManifestMissingFile, KindManifestUnlisted,
 	KindNotASession, KindNoSessions, KindRunMismatch, KindTeeWithoutSession,
 	KindTeeMalformed, KindTeeMismatch, KindNotReconciled,
 }
@@ -106,29 +113,36 @@ const (
 	// one of its processes to another audit session (a loginuid written
 	// with CAP_AUDIT_CONTROL); that session's records belong to it too.
 	NoteAuditSesMoved Kind = "audit-ses-moved"
+	// NoteManifestAbsent: the record that sealed the session announces
+	// a manifest that is not in the folder (manifest.go says why that is
+	// no failure).
+	NoteManifestAbsent Kind = "manifest-absent"
 )
 
 // NoteKinds lists every Kind a note can carry.
-var NoteKinds = []Kind{NoteFolderName, NoteRunFolderName, NoteUnattributed, NoteAuditOtherTTY, NoteAuditSesMoved}
+var NoteKinds = []Kind{NoteFolderName, NoteRunFolderName, NoteUnattributed, NoteAuditOtherTTY, NoteAuditSesMoved, NoteManifestAbsent}
 
 // kindClasses puts every anomaly kind in its finding class (vocab's
 // Finding*): the class is what an examiner's tooling sorts findings by,
 // the kind what the verifier checked. kinds_test.go holds it to Kinds and
 // to vocab.FindingClasses.
 var kindClasses = map[Kind]string{
-	KindFileUnreadable:    vocab.FindingMissingFile,
-	KindPcapMissing:       vocab.FindingMissingFile,
-	KindAuditMissing:      vocab.FindingMissingFile,
-	KindTeeWithoutSession: vocab.FindingMissingFile, // the session of a tee is missing
+	KindFileUnreadable:      vocab.FindingMissingFile,
+	KindPcapMissing:         vocab.FindingMissingFile,
+	KindAuditMissing:        vocab.FindingMissingFile,
+	KindTeeWithoutSession:   vocab.FindingMissingFile, // the session of a tee is missing
+	KindManifestMissingFile: vocab.FindingMissingFile,
 
 	KindPcapExtra:           vocab.FindingUnvouched,
 	KindAuditExtra:          vocab.FindingUnvouched,
 	KindFileAppended:        vocab.FindingUnvouched,
 	KindUnsignedTailTooLong: vocab.FindingUnvouched,
+	KindManifestUnlisted:    vocab.FindingUnvouched,
 
 	KindDataDigestMismatch: vocab.FindingChecksumMismatch,
 	KindFileDigestMismatch: vocab.FindingChecksumMismatch,
 	KindHeaderMismatch:     vocab.FindingChecksumMismatch,
+	KindManifestMismatch:   vocab.FindingChecksumMismatch,
 
 	KindFileTruncated:   vocab.FindingTruncation,
 	KindCountMismatch:   vocab.FindingCountMismatch,
@@ -146,6 +160,7 @@ var kindClasses = map[Kind]string{
 	KindFormatUnsupported: vocab.FindingMalformedFileContent,
 	KindTeeMalformed:      vocab.FindingMalformedFileContent,
 	KindVerifierStopped:   vocab.FindingMalformedFileContent,
+	KindManifestMalformed: vocab.FindingMalformedFileContent,
 
 	KindChainBroken:     vocab.FindingChainBreak,
 	KindDataMisplaced:   vocab.FindingChainBreak,

@@ -74,6 +74,7 @@ func (v *verifier) checkRecovery() {
 		v.anomaly(KindRecoveryInvalid, vocab.LogFile, seq, 0, "the recovery record states the log's torn last line as %s; the log ends in %s", stated, found)
 		return
 	}
+	v.recovery, v.recoverySigner = &rec, pub
 	v.anomaly(KindRecovered, vocab.RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s; %s",
 		rec.Time.Format(time.RFC3339), unaccountedStatement(rec.Attrs), v.unsignedStatement(rec.Attrs[vocab.AttrUnsignedRecords]))
 }

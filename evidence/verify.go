@@ -254,6 +254,13 @@ type verifier struct {
 	// terms is what the session's audit files say of its audit session
 	// and terminals (auditsession.go).
 	terms *sesTerms
+	// lastSigner is the key of the last trusted checkpoint; recovery and
+	// recoverySigner the trusted recovery statement and its checkpoint's
+	// key. The session's manifest must be signed by the key that sealed it
+	// (manifest.go).
+	lastSigner     gossh.PublicKey
+	recovery       *integrity.Record
+	recoverySigner gossh.PublicKey
 }
 
 // Verify checks the session in dir against the examiner's trusted and
@@ -343,6 +350,9 @@ func verify(files sessionFiles, keys Keys, opts Options) (v *verifier) {
 	}
 	rep.Pcap, rep.Audit = pcapReport(v.witnesses[0]), auditReport(v.witnesses[1])
 	v.reportTerms()
+	// Last: the manifest is held to the folder, and not reported on
+	// where the checks above found the fact first.
+	v.checkSealManifest()
 	return v
 }
 
@@ -615,6 +625,7 @@ func (v *verifier) checkCheckpoint(r *integrity.Record, seq, off int64) bool {
 			v.untrustedCount, strings.Join(v.untrustedSigners, ", "))
 	}
 	v.rep.Signed++
+	v.lastSigner = pub
 	v.rep.LastVerifiedSeq, v.rep.LastVerifiedOffset, v.rep.SignedRecords = seq, v.next, int(seq)+1
 	v.noteSignedSizes(r.Attrs)
 	if v.tsPass != nil {

@@ -25,6 +25,11 @@ import (
 // anything else (a git commit, a file) never verifies as a head.
 const HeadNamespace = "aptl-kali-capture-head"
 
+// ManifestNamespace is the SSHSIG namespace of a session's signed manifest
+// (vocab.ManifestFile): a head's signature never verifies as a manifest's,
+// nor a manifest's as a head's.
+const ManifestNamespace = "aptl-kali-capture-manifest"
+
 const (
 	sshsigMagic   = "SSHSIG"
 	sshsigVersion = 1

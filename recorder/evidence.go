@@ -298,6 +298,9 @@ func (s *Session) closeEvidence(exitCode int, extra []Header, failure error) err
 	if failure != nil {
 		a["write_error"] = failure.Error()
 	}
+	// Once this record and its checkpoint are written, the session is
+	// sealed and its manifest follows (manifest.go).
+	a[vocab.AttrManifest] = vocab.ManifestFile
 	// The close record is made even when the log cannot take it yet; on
 	// the reserve's room it is written with those held back before it.
 	err := s.chain.Append(vocab.TypeClose, withExactValues(a))
@@ -307,7 +310,18 @@ func (s *Session) closeEvidence(exitCode int, extra []Header, failure error) err
 	if err == nil {
 		err = s.chain.Checkpoint(s.fileAttrs())
 	}
+	s.sealed = err == nil
 	return err
+}
+
+// recordedDigests are the digests of the files the recorder wrote whole
+// and hashed as it wrote them, by their path in the session folder: the
+// manifest takes them rather than read the transcript back.
+func (s *Session) recordedDigests() map[string]string {
+	return map[string]string{
+		vocab.PTYDir + "/" + vocab.TypescriptFile: hex.EncodeToString(s.ts.sum.Sum(nil)),
+		vocab.PTYDir + "/" + vocab.TimingFile:     hex.EncodeToString(s.tm.sum.Sum(nil)),
+	}
 }
 
 // storable splits p at the size cap: what may still be stored, and the rest,

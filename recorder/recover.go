@@ -72,10 +72,13 @@ func listSessions(root string, limit int) ([]SessionFolder, error) {
 }
 
 // RecoveryOutcome is what became of one listed session that needed
-// recovery: Err is nil when its recovery record was written.
+// recovery: Err is nil when its recovery record was written. ManifestErr
+// says why a recovered session has no manifest (manifest.go): the
+// recovery stands without it.
 type RecoveryOutcome struct {
-	Dir string
-	Err error
+	Dir         string
+	Err         error
+	ManifestErr error
 }
 
 // RecoverSessions gives each listed session the sidecar never finalized
@@ -88,27 +91,41 @@ func RecoverSessions(ctx context.Context, sessions []SessionFolder, opts Options
 		if ctx.Err() != nil {
 			return
 		}
-		need, err := recoverSession(s, opts)
-		if need || err != nil {
-			report(RecoveryOutcome{Dir: s.Dir(), Err: err})
+		outcome, need := recoverSession(s, opts)
+		if need || outcome.Err != nil {
+			report(outcome)
 		}
 	}
 }
 
-// recoverSession opens s's folders once and recovers it if it needs it.
-func recoverSession(s SessionFolder, opts Options) (needed bool, err error) {
+// recoverSession opens s's folders once and recovers it if it needs it;
+// the recovery, which sealed the session, is followed by its manifest,
+// listing the files as the restarted sidecar found them, the recovery
+// file among them.
+func recoverSession(s SessionFolder, opts Options) (outcome RecoveryOutcome, needed bool) {
+	outcome.Dir = s.Dir()
 	d, err := openSessionDirs(s.Root, s.Run, s.Session)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil // no pty folder: no record to recover
+		return outcome, false // no pty folder: no record to recover
 	}
 	if err != nil {
-		return false, err
+		outcome.Err = err
+		return outcome, false
 	}
 	defer d.close()
-	if need, err := needsRecovery(d); err != nil || !need {
-		return need, err
+	if needed, outcome.Err = needsRecovery(d); outcome.Err != nil || !needed {
+		return outcome, needed
 	}
-	return true, recoverIn(d, opts.Signer, time.Now)
+	attrs, err := recoverIn(d, opts.Signer, time.Now)
+	switch {
+	case err != nil:
+		outcome.Err = err
+	case attrs[vocab.AttrManifest] == "":
+		outcome.ManifestErr = fmt.Errorf("recorder: no manifest for %s: the restart did not read the %s", d.path, attrs[vocab.AttrNotRead])
+	default:
+		outcome.ManifestErr = writeManifest(d, opts.Signer, recoveredDigests(attrs))
+	}
+	return outcome, true
 }
 
 // needsRecovery reports whether d's log does not end with a close record

@@ -40,20 +40,24 @@ var recoveryOpened func(dir string)
 // and left as found. The run, session and pty folders are d's, opened once
 // without following a link (RecoverSessions opens them), and everything is
 // read and written relative to them.
-func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err error) {
+//
+// It returns the recovery record's attributes: where they announce the
+// manifest (vocab.AttrManifest), the caller writes it, with the files'
+// digests they state.
+func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (_ map[string]string, err error) {
 	if recoveryOpened != nil {
 		recoveryOpened(d.path)
 	}
 	dir := d.path
 	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{PTY: d.pty})
 	if rep.Finalized {
-		return errFinalized
+		return nil, errFinalized
 	}
 	// The sidecar vouches, at its restart, for the records it wrote before
 	// the crash and had not signed yet: everything that chains.
 	last := int64(rep.Records) - 1
 	if last < 0 {
-		return fmt.Errorf("recorder: recover %s: no record checks out; nothing to continue", dir)
+		return nil, fmt.Errorf("recorder: recover %s: no record checks out; nothing to continue", dir)
 	}
 	attrs := map[string]string{
 		vocab.AttrReason:           "the sidecar restarted before this session was finalized",
@@ -62,7 +66,13 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 		vocab.AttrUnsignedRecords:  rep.UnsignedRange(),
 	}
 	if err := tailAttrs(d, rep, attrs); err != nil {
-		return err
+		return nil, err
+	}
+	// The recovery seals the session, and its manifest follows, except
+	// where a transcript file was too large to read: the manifest could
+	// not state its digest either.
+	if attrs[vocab.AttrNotRead] == "" {
+		attrs[vocab.AttrManifest] = vocab.ManifestFile
 	}
 	// A line the crash cut mid-write is left as it is and stated, so
 	// that verify can hold the log's end to what the sidecar found.
@@ -80,15 +90,25 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (err e
 	var statement bytes.Buffer
 	w := integrity.ContinueWriter(&statement, rep.RunID, rep.SessionID, signer, now, uint64(last+1), rep.ChainHead)
 	if err := w.Append(vocab.TypeRecovery, attrs); err != nil {
-		return err
+		return nil, err
 	}
 	if err := w.Checkpoint(nil); err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.createWhole(vocab.RecoveryFile, statement.Bytes()); err != nil {
-		return fmt.Errorf("recorder: recover %s: %w", dir, err)
+		return nil, fmt.Errorf("recorder: recover %s: %w", dir, err)
 	}
-	return nil
+	return attrs, nil
+}
+
+// recoveredDigests are the transcript files' digests a recovery record
+// states, which it read the files whole for, by their path in the session
+// folder: the manifest takes them rather than read the files again.
+func recoveredDigests(attrs map[string]string) map[string]string {
+	return map[string]string{
+		vocab.PTYDir + "/" + vocab.TypescriptFile: attrs[vocab.AttrTSSHA256],
+		vocab.PTYDir + "/" + vocab.TimingFile:     attrs[vocab.AttrTMSHA256],
+	}
 }
 
 // tailAttrs describes the typescript bytes from off on, which no verified

@@ -55,8 +55,8 @@ func TestRecoveryKilledBeforeItsFileIsNamed(t *testing.T) {
 	root := t.TempDir()
 	dir := crashedSession(t, root)
 	var crashRoot, crashDir string
-	wholeWritten = func(d string) {
-		if d != dir {
+	wholeWritten = func(d, name string) {
+		if d != dir || name != vocab.RecoveryFile {
 			return
 		}
 		if _, err := os.Lstat(filepath.Join(dir, ptyDirName, vocab.RecoveryFile)); !os.IsNotExist(err) {
@@ -116,7 +116,7 @@ func TestCreateWholeNeverOverwrites(t *testing.T) {
 		create func(*sessionDirs, string, []byte) error
 	}{
 		{"unnamed then linked", (*sessionDirs).createWhole},
-		{"named (no O_TMPFILE)", (*sessionDirs).createNamed},
+		{"named (no O_TMPFILE)", func(d *sessionDirs, name string, data []byte) error { return d.createNamedIn(d.pty, name, data) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := makeSessionDirs(t.TempDir(), "run-w", "sess-w")

@@ -103,6 +103,12 @@ func TestRecoveryReadsTheUnsignedTailUpToItsBound(t *testing.T) {
 		if _, digested := a[vocab.AttrTSSHA256]; digested == wantNotRead {
 			t.Errorf("%d bytes past the bound: typescript digest present %v, want %v", past, digested, !wantNotRead)
 		}
+		// A file the restart did not read, the manifest cannot list: the
+		// record announces none, and none is written.
+		_, statErr := os.Lstat(filepath.Join(dir, vocab.ManifestFile))
+		if announced := a[vocab.AttrManifest] != ""; announced == wantNotRead || (statErr == nil) != announced {
+			t.Errorf("%d bytes past the bound: manifest announced %v, written %v (%v); want both %v", past, announced, statErr == nil, statErr, !wantNotRead)
+		}
 	}
 }
 

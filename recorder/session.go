@@ -58,6 +58,7 @@ type Session struct {
 	witnessDirty    bool             // a witness has evidence no checkpoint signed yet
 	reserve         *os.File         // the closing records' space (reserve.go); nil once drawn on or released
 	tailed          bool             // the reserve became the record files' tails
+	sealed          bool             // the close record and its checkpoint are written: the manifest follows
 	disk            diskQueue        // the volume's transitions not recorded yet (disk.go)
 }
 
@@ -290,7 +291,8 @@ func (s *Session) writeTrailer(exitCode int, extra []Header) error {
 	return s.withReserve(func() error { return s.writeTiming(closing) })
 }
 
-// syncAndClose makes the record durable: the three files, then the folders
+// syncAndClose makes the record durable: the three files, then, for a
+// sealed session, its signed manifest (manifest.go), then the folders
 // holding their entries up to the run folder, so a session that closed
 // cleanly survives a host crash and its id stays used.
 func (s *Session) syncAndClose() error {
@@ -298,8 +300,16 @@ func (s *Session) syncAndClose() error {
 	// close; its failure is reported with the others.
 	errs := []error{s.reapSync(true)}
 	s.unwatchDisk()
+	// The reserve goes first: on a full volume, the room its tails did
+	// not take is the manifest's.
 	s.releaseReserve()
-	errs = append(errs, syncFiles(s.recordFiles()))
+	synced := syncFiles(s.recordFiles())
+	errs = append(errs, synced)
+	if s.sealed && synced == nil {
+		// While the log is open, its lock held: a verifier that finds
+		// the recorder gone finds the manifest too.
+		errs = append(errs, writeManifest(s.dirs, s.opts.Signer, s.recordedDigests()))
+	}
 	errs = append(errs, s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())
 	return errors.Join(errs...)
 }

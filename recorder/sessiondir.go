@@ -231,27 +231,33 @@ func (d *sessionDirs) createFile(name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), filepath.Join(d.path, ptyDirName, name)), nil
 }
 
-// createWhole creates name in the pty folder holding data, so that the
-// name never holds less than all of data, whatever moment a crash (a
-// SIGKILL, a power loss) comes at: data is written to an unnamed file
-// (O_TMPFILE), made durable, and only then linked in under name (never
-// over an existing file, like createFile), and the folder synced. A crash
-// before the link leaves no file and no name: the kernel frees the
-// unnamed file. It is for a file whose mere name is a statement (the
-// recovery file: a start that finds it recovers the session no more),
-// which a torn copy would turn into a false one. Where the file system
-// has no O_TMPFILE, or the link cannot be made (no /proc), the file is
-// created under its name and written in one write (createFile): a crash
-// mid-write can then leave it short. A failed write removes what it made.
+// createWhole creates name in the pty folder holding data (createWholeIn).
 func (d *sessionDirs) createWhole(name string, data []byte) error {
+	return d.createWholeIn(d.pty, name, data)
+}
+
+// createWholeIn creates name in dir, one of d's open folders, holding
+// data, so that the name never holds less than all of data, whatever
+// moment a crash (a SIGKILL, a power loss) comes at: data is written to
+// an unnamed file (O_TMPFILE), made durable, and only then linked in
+// under name (never over an existing file, like createFile), and the
+// folder synced. A crash before the link leaves no file and no name: the
+// kernel frees the unnamed file. It is for a file whose mere name is a
+// statement (the recovery file: a start that finds it recovers the
+// session no more; the manifest: sha256sum checks what it lists), which a
+// torn copy would turn into a false one. Where the file system has no
+// O_TMPFILE, or the link cannot be made (no /proc), the file is created
+// under its name and written in one write (createNamedIn): a crash
+// mid-write can then leave it short. A failed write removes what it made.
+func (d *sessionDirs) createWholeIn(dir *os.File, name string, data []byte) error {
 	var fd int
 	err := safefs.RetryEINTR(func() (err error) {
 		// No O_EXCL: that would forbid the link.
-		fd, err = unix.Openat(int(d.pty.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, fileMode)
+		fd, err = unix.Openat(int(dir.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, fileMode)
 		return err
 	})
 	if err == nil {
-		f := os.NewFile(uintptr(fd), filepath.Join(d.path, ptyDirName, name))
+		f := os.NewFile(uintptr(fd), filepath.Join(dir.Name(), name))
 		defer f.Close()
 		if _, err := f.Write(data); err != nil {
 			return fmt.Errorf("recorder: write %s: %w", name, err)
@@ -260,14 +266,14 @@ func (d *sessionDirs) createWhole(name string, data []byte) error {
 			return fmt.Errorf("recorder: fsync %s: %w", name, err)
 		}
 		if wholeWritten != nil {
-			wholeWritten(d.path)
+			wholeWritten(d.path, name)
 		}
 		err = safefs.RetryEINTR(func() error {
-			return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), int(d.pty.Fd()), name, unix.AT_SYMLINK_FOLLOW)
+			return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), int(dir.Fd()), name, unix.AT_SYMLINK_FOLLOW)
 		})
 		switch {
 		case err == nil:
-			return d.pty.Sync()
+			return dir.Sync()
 		case errors.Is(err, unix.EEXIST):
 			return fmt.Errorf("recorder: create %s: %w", name, os.ErrExist)
 		case !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES):
@@ -277,16 +283,17 @@ func (d *sessionDirs) createWhole(name string, data []byte) error {
 	} else if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("recorder: create %s: %w", name, err)
 	}
-	return d.createNamed(name, data)
+	return d.createNamedIn(dir, name, data)
 }
 
-// createNamed is createWhole where no unnamed file can be linked: name is
-// created (createFile) and data written in one write and synced; a file
-// that did not get data whole is removed.
-func (d *sessionDirs) createNamed(name string, data []byte) error {
-	f, err := d.createFile(name)
+// createNamedIn is createWholeIn where no unnamed file can be linked:
+// name is created in dir (never over a file, never through a link) and
+// data written in one write and synced; a file that did not get data
+// whole is removed.
+func (d *sessionDirs) createNamedIn(dir *os.File, name string, data []byte) error {
+	f, err := safefs.CreateIn(dir, name, fileMode)
 	if err != nil {
-		return err
+		return fmt.Errorf("recorder: create %s: %w", name, err)
 	}
 	_, err = f.Write(data)
 	if err == nil {
@@ -296,14 +303,13 @@ func (d *sessionDirs) createNamed(name string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = d.pty.Sync()
+		err = dir.Sync()
 	}
 	if err != nil {
 		// A file that did not get data whole (a full disk) goes again:
 		// its name alone would make a statement. Only it: the folders
 		// stay whoever made them.
-		d.made = d.made[:len(d.made)-1]
-		if uerr := unix.Unlinkat(int(d.pty.Fd()), name, 0); uerr != nil {
+		if uerr := unix.Unlinkat(int(dir.Fd()), name, 0); uerr != nil {
 			err = errors.Join(err, fmt.Errorf("remove the short file: %w", uerr))
 		}
 		return fmt.Errorf("recorder: write %s: %w", name, err)
@@ -314,7 +320,7 @@ func (d *sessionDirs) createNamed(name string, data []byte) error {
 // wholeWritten, when set (by tests), runs in createWhole once the data is
 // durable in the unnamed file and before it gets its name: a crash there
 // must leave nothing a start would take for the file.
-var wholeWritten func(dir string)
+var wholeWritten func(dir, name string)
 
 // removeMade removes, newest first, what this session created: its files,
 // its pty folder and its session folder. It is for a session that could not

@@ -106,12 +106,17 @@ func snapshotFiles(t *testing.T, dir string) fileSnapshot {
 	return snap
 }
 
-// recoveryAdds is the one file recovery may add to a session folder: the
-// recovery statement beside the log. Recovery appends to no file (the log
-// is evidence, and may end in a torn line: recorder.Recover), so every
-// file present at the crash must hold exactly its bytes afterwards, no
-// more and no fewer, and no other file may appear or disappear.
-var recoveryAdds = filepath.Join(vocab.PTYDir, vocab.RecoveryFile)
+// recoveryAdds is the one file recovery must add to a session folder: the
+// recovery statement beside the log; recoveryManifest the two it may add
+// after it, the session's signed manifest (a restart killed between the
+// two leaves none). Recovery appends to no file (the log is evidence, and
+// may end in a torn line: recorder.Recover), so every file present at the
+// crash must hold exactly its bytes afterwards, no more and no fewer, and
+// no other file may appear or disappear.
+var (
+	recoveryAdds     = filepath.Join(vocab.PTYDir, vocab.RecoveryFile)
+	recoveryManifest = []string{vocab.ManifestFile, vocab.ManifestSigFile}
+)
 
 // compareSnapshot checks after against the crash snapshot before under
 // that rule, with allowNew the files after may have that before has not,
@@ -241,7 +246,7 @@ func TestCrashCampaign(t *testing.T) {
 			interrupted++
 			for i, s := range cut {
 				after := snapshotFiles(t, s.dir)
-				n, problems := compareSnapshot(s.snap, after, recoveryAdds)
+				n, problems := compareSnapshot(s.snap, after, append(recoveryManifest, recoveryAdds)...)
 				bytesCompared += n
 				for _, p := range problems {
 					fail("crash %d, %s session %s, after a restart killed during its recovery: %s", s.crash, crashLoadNames[s.load], s.dir, p)
@@ -312,7 +317,7 @@ func TestCrashCampaign(t *testing.T) {
 				if u := rec.Attrs[vocab.AttrUnsignedRecords]; u != "" && u != "none" {
 					unsigned++
 				}
-				n, problems := compareSnapshot(s.snap, after, recoveryAdds)
+				n, problems := compareSnapshot(s.snap, after, append(recoveryManifest, recoveryAdds)...)
 				bytesCompared += n
 				for _, p := range problems {
 					fail("%s, after recovery: %s", what, p)

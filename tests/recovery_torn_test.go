@@ -157,6 +157,13 @@ func TestCutWhileFinalizing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := recordFinalized(t, t.TempDir(), "run-f", "sess-f", signer)
+			// The manifest follows the final checkpoint: a crash before
+			// that checkpoint leaves none.
+			for _, name := range []string{vocab.ManifestFile, vocab.ManifestSigFile} {
+				if err := os.Remove(filepath.Join(dir, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			var torn string
 			edit(t, dir, vocab.LogFile, func(b []byte) []byte {
 				ls := logLines(b)

@@ -194,6 +194,10 @@ func startRecovery(pending []recorder.SessionFolder, hostKey gossh.Signer, log *
 				return
 			}
 			recovered++
+			if o.ManifestErr != nil {
+				log.Warn("unfinalized session recovered; its manifest was not written", "dir", o.Dir, "err", o.ManifestErr.Error())
+				return
+			}
 			log.Warn("unfinalized session recovered", "dir", o.Dir)
 		})
 		log.Info("recovery of unfinalized sessions finished", "recovered", recovered, "failed", failed, "stopped_early", ctx.Err() != nil)

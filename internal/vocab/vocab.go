@@ -15,6 +15,21 @@ const (
 	RecoveryFile   = "recovery.jsonl"
 )
 
+// The session's signed manifest, in the session folder beside pty/: every
+// file of the session with its SHA-256 in sha256sum's format (package
+// internal/sha256sums), and its SSHSIG signature, written once the
+// session is sealed (closed, or recovered at a start), so that
+// `sha256sum -c` and `ssh-keygen -Y verify` check a harvested folder with
+// no tool of the project. The close or recovery record announces it
+// (AttrManifest).
+const (
+	ManifestFile    = "SHA256SUMS"
+	ManifestSigFile = "SHA256SUMS.sig"
+	// AttrManifest, on the close and the recovery record, names the
+	// manifest the sidecar writes once that record is signed.
+	AttrManifest = "manifest"
+)
+
 // SidecarDir is the sidecar's own folder in the capture root (a reserved
 // run id): it holds the sessions' reserves of space for their closing
 // records (recorder/reserve.go), never a session; the examiner's listing
