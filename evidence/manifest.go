@@ -37,12 +37,11 @@ import (
 // the chain's verdict.
 
 // Bounds of the manifest files read back: a line per file (at most
-// sha256sums.MaxLine bytes) for the record files and every witness file,
-// and an armored SSHSIG signature, a few hundred bytes.
+// vocab.ManifestMaxFiles lines, and short ones: the sidecar's paths are
+// under 64 bytes), and an armored SSHSIG signature, a few hundred bytes.
 const (
-	maxManifestEntries = 1 << 16
-	maxManifestBytes   = 8 << 20
-	maxManifestSig     = 16 << 10
+	maxManifestBytes = 8 << 20
+	maxManifestSig   = 16 << 10
 )
 
 // checkSealManifest checks the manifest of a session a trusted record
@@ -93,7 +92,7 @@ func (v *verifier) checkManifest(sealing *integrity.Record, seq int64, signer go
 	if !v.manifestSigned(list, string(sig), signer) {
 		return
 	}
-	entries, err := sha256sums.Parse(list, maxManifestEntries)
+	entries, err := sha256sums.Parse(list, vocab.ManifestMaxFiles)
 	if err != nil {
 		v.anomaly(KindManifestMalformed, vocab.ManifestFile, -1, -1, "%v", err)
 		return
@@ -243,12 +242,12 @@ func listFolder(path string) ([]os.DirEntry, error) {
 		return nil, err
 	}
 	defer d.Close()
-	entries, err := d.ReadDir(maxManifestEntries + 1)
+	entries, err := d.ReadDir(vocab.ManifestMaxFiles + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	if len(entries) > maxManifestEntries {
-		return nil, fmt.Errorf("more than %d entries; not listed further", maxManifestEntries)
+	if len(entries) > vocab.ManifestMaxFiles {
+		return nil, fmt.Errorf("more than %d entries; not listed further", vocab.ManifestMaxFiles)
 	}
 	return entries, nil
 }

@@ -28,18 +28,12 @@ import (
 // manifest missing where one was announced (a disk that filled after the
 // closing records, a crash between the two) is a note, never a failure.
 
-// maxManifestEntries bounds the files a manifest lists: the three record
-// files, the recovery file, and a session's witness files, which their own
-// limits bound far below it. maxManifestRead bounds a file the manifest
-// reads back to digest it (the log, a witness file; the transcript's
+// maxManifestRead bounds a file the manifest reads back to digest it (the log, a witness file; the transcript's
 // digests the recorder kept, or the recovery read): no such file of a
 // session the verifier accepts is larger (it reads a log of at most
 // 1 GiB; witness files rotate at a few MiB), so a sparse terabyte planted
 // in the folder costs the close or the restart nothing.
-const (
-	maxManifestEntries = 1 << 16
-	maxManifestRead    = 1 << 30
-)
+const maxManifestRead = 1 << 30
 
 // writeManifest lists the session folder d (its pty folder and every
 // witness folder in it; files only, never through a link), digests each
@@ -113,8 +107,8 @@ func appendFolder(entries []sha256sums.Entry, dir *os.File, name string, known m
 	}
 	for _, f := range files {
 		rel := name + "/" + f.Name()
-		if len(entries) == maxManifestEntries {
-			return nil, fmt.Errorf("more than %d files", maxManifestEntries)
+		if len(entries) == vocab.ManifestMaxFiles {
+			return nil, fmt.Errorf("more than %d files", vocab.ManifestMaxFiles)
 		}
 		if !f.Type().IsRegular() {
 			return nil, fmt.Errorf("%s: not a regular file (%s)", rel, safefs.DescribeMode(f.Type()))
@@ -141,12 +135,12 @@ func readDirIn(dir *os.File, name string) ([]os.DirEntry, error) {
 		return nil, err
 	}
 	defer again.Close()
-	list, err := again.ReadDir(maxManifestEntries + 1)
+	list, err := again.ReadDir(vocab.ManifestMaxFiles + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("list %s: %w", name, err)
 	}
-	if len(list) > maxManifestEntries {
-		return nil, fmt.Errorf("%s: more than %d entries", name, maxManifestEntries)
+	if len(list) > vocab.ManifestMaxFiles {
+		return nil, fmt.Errorf("%s: more than %d entries", name, vocab.ManifestMaxFiles)
 	}
 	return list, nil
 }

@@ -57,7 +57,7 @@ func checkWithStockTools(t *testing.T, dir string, signer gossh.PublicKey) []str
 	if out, err := verify(integrity.HeadNamespace, manifest); err == nil {
 		t.Errorf("ssh-keygen accepted the manifest's signature in the heads' namespace:\n%s", out)
 	}
-	entries, err := sha256sums.Parse(manifest, maxManifestEntries)
+	entries, err := sha256sums.Parse(manifest, vocab.ManifestMaxFiles)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,11 @@ const (
 	// AttrManifest, on the close and the recovery record, names the
 	// manifest the sidecar writes once that record is signed.
 	AttrManifest = "manifest"
+	// ManifestMaxFiles bounds the files a manifest lists, which the
+	// recorder writes and the verifier reads back: the record files, the
+	// recovery file, and a session's witness files, which their own
+	// limits bound far below it.
+	ManifestMaxFiles = 1 << 16
 )
 
 // SidecarDir is the sidecar's own folder in the capture root (a reserved
