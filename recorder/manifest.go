@@ -56,10 +56,9 @@ func writeManifest(d *sessionDirs, signer gossh.Signer, known map[string]string)
 	if err != nil {
 		return fmt.Errorf("recorder: manifest of %s: %w", d.path, err)
 	}
-	if err := d.createWholeIn(d.session, vocab.ManifestFile, list); err != nil {
-		return err
-	}
-	return d.createWholeIn(d.session, vocab.ManifestSigFile, []byte(sig))
+	// The list is named before its signature: a crash between the two
+	// leaves a list without one, which sha256sum still checks.
+	return d.createWholeIn(d.session, wholeFile{vocab.ManifestFile, list}, wholeFile{vocab.ManifestSigFile, []byte(sig)})
 }
 
 // manifestEntries lists and digests the files of the session folder.

@@ -233,69 +233,99 @@ func (d *sessionDirs) createFile(name string) (*os.File, error) {
 
 // createWhole creates name in the pty folder holding data (createWholeIn).
 func (d *sessionDirs) createWhole(name string, data []byte) error {
-	return d.createWholeIn(d.pty, name, data)
+	return d.createWholeIn(d.pty, wholeFile{name, data})
 }
 
-// createWholeIn creates name in dir, one of d's open folders, holding
-// data, so that the name never holds less than all of data, whatever
-// moment a crash (a SIGKILL, a power loss) comes at: data is written to
-// an unnamed file (O_TMPFILE), made durable, and only then linked in
-// under name (never over an existing file, like createFile), and the
-// folder synced. A crash before the link leaves no file and no name: the
-// kernel frees the unnamed file. It is for a file whose mere name is a
-// statement (the recovery file: a start that finds it recovers the
-// session no more; the manifest: sha256sum checks what it lists), which a
-// torn copy would turn into a false one. Where the file system has no
-// O_TMPFILE, or the link cannot be made (no /proc), the file is created
-// under its name and written in one write (createNamedIn): a crash
-// mid-write can then leave it short. A failed write removes what it made.
-func (d *sessionDirs) createWholeIn(dir *os.File, name string, data []byte) error {
-	var fd int
-	err := safefs.RetryEINTR(func() (err error) {
-		// No O_EXCL: that would forbid the link.
-		fd, err = unix.Openat(int(dir.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, fileMode)
+// wholeFile is a file createWholeIn makes: its name and all it holds.
+type wholeFile struct {
+	name string
+	data []byte
+}
+
+// createWholeIn creates each file in dir, one of d's open folders, so
+// that its name never holds less than all of its data, whatever moment a
+// crash (a SIGKILL, a power loss) comes at: the data is written to an
+// unnamed file (O_TMPFILE), made durable, and only then linked in under
+// the name (never over an existing file, like createFile), and the folder
+// synced once all are named. A crash before a link leaves no file and no
+// name: the kernel frees the unnamed file. It is for a file whose mere
+// name is a statement (the recovery file: a start that finds it recovers
+// the session no more; the manifest: sha256sum checks what it lists),
+// which a torn copy would turn into a false one. The files are made
+// durable together (syncFiles: concurrent fsyncs share a journal commit)
+// and named in order. Where the file system has no O_TMPFILE, or the link
+// cannot be made (no /proc), each file not named yet is created under its
+// name and written in one write (createNamedIn): a crash mid-write can
+// then leave it short. A failed write removes what it made.
+func (d *sessionDirs) createWholeIn(dir *os.File, files ...wholeFile) error {
+	var unnamed []*os.File
+	defer func() {
+		for _, f := range unnamed {
+			f.Close()
+		}
+	}()
+	for _, w := range files {
+		fd, err := safefs.RetryEINTR2(func() (int, error) {
+			// No O_EXCL: that would forbid the link.
+			return unix.Openat(int(dir.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, fileMode)
+		})
+		if err != nil {
+			if len(unnamed) == 0 && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL)) {
+				return d.createNamedIn(dir, files...)
+			}
+			return fmt.Errorf("recorder: create %s: %w", w.name, err)
+		}
+		f := os.NewFile(uintptr(fd), filepath.Join(dir.Name(), w.name))
+		unnamed = append(unnamed, f)
+		if _, err := f.Write(w.data); err != nil {
+			return fmt.Errorf("recorder: write %s: %w", w.name, err)
+		}
+	}
+	if err := syncFiles(unnamed); err != nil {
 		return err
-	})
-	if err == nil {
-		f := os.NewFile(uintptr(fd), filepath.Join(dir.Name(), name))
-		defer f.Close()
-		if _, err := f.Write(data); err != nil {
-			return fmt.Errorf("recorder: write %s: %w", name, err)
-		}
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("recorder: fsync %s: %w", name, err)
-		}
+	}
+	for i, f := range unnamed {
+		name := files[i].name
 		if wholeWritten != nil {
 			wholeWritten(d.path, name)
 		}
-		err = safefs.RetryEINTR(func() error {
-			return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), int(dir.Fd()), name, unix.AT_SYMLINK_FOLLOW)
+		err := safefs.RetryEINTR(func() error {
+			return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), int(dir.Fd()), name, unix.AT_SYMLINK_FOLLOW)
 		})
 		switch {
 		case err == nil:
-			return dir.Sync()
+			continue
 		case errors.Is(err, unix.EEXIST):
 			return fmt.Errorf("recorder: create %s: %w", name, os.ErrExist)
 		case !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES):
 			return fmt.Errorf("recorder: link %s: %w", name, err)
 		}
-		// /proc is missing or refuses: the file is written under its name.
-	} else if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("recorder: create %s: %w", name, err)
+		// /proc is missing or refuses: the rest are written under their names.
+		return errors.Join(dir.Sync(), d.createNamedIn(dir, files[i:]...))
 	}
-	return d.createNamedIn(dir, name, data)
+	return dir.Sync()
 }
 
 // createNamedIn is createWholeIn where no unnamed file can be linked:
-// name is created in dir (never over a file, never through a link) and
-// data written in one write and synced; a file that did not get data
-// whole is removed.
-func (d *sessionDirs) createNamedIn(dir *os.File, name string, data []byte) error {
-	f, err := safefs.CreateIn(dir, name, fileMode)
-	if err != nil {
-		return fmt.Errorf("recorder: create %s: %w", name, err)
+// each file is created in dir under its name (never over a file, never
+// through a link) and its data written in one write and synced; a file
+// that did not get its data whole is removed, and the files after it are
+// not made.
+func (d *sessionDirs) createNamedIn(dir *os.File, files ...wholeFile) error {
+	for _, w := range files {
+		if err := d.createNamedOne(dir, w); err != nil {
+			return err
+		}
 	}
-	_, err = f.Write(data)
+	return nil
+}
+
+func (d *sessionDirs) createNamedOne(dir *os.File, w wholeFile) error {
+	f, err := safefs.CreateIn(dir, w.name, fileMode)
+	if err != nil {
+		return fmt.Errorf("recorder: create %s: %w", w.name, err)
+	}
+	_, err = f.Write(w.data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -309,10 +339,10 @@ func (d *sessionDirs) createNamedIn(dir *os.File, name string, data []byte) erro
 		// A file that did not get data whole (a full disk) goes again:
 		// its name alone would make a statement. Only it: the folders
 		// stay whoever made them.
-		if uerr := unix.Unlinkat(int(dir.Fd()), name, 0); uerr != nil {
+		if uerr := unix.Unlinkat(int(dir.Fd()), w.name, 0); uerr != nil {
 			err = errors.Join(err, fmt.Errorf("remove the short file: %w", uerr))
 		}
-		return fmt.Errorf("recorder: write %s: %w", name, err)
+		return fmt.Errorf("recorder: write %s: %w", w.name, err)
 	}
 	return nil
 }

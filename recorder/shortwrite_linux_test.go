@@ -109,13 +109,13 @@ func TestNamedWholeFileIsWholeOrAbsent(t *testing.T) {
 	defer d.close()
 	mustOK(t, d.publish()) // named, so the test reads it by its path
 	whole := bytes.Repeat([]byte("w"), 100)
-	mustOK(t, d.createNamedIn(d.pty, "whole", whole))
+	mustOK(t, d.createNamedIn(d.pty, wholeFile{"whole", whole}))
 	if got, err := os.ReadFile(filepath.Join(d.path, vocab.PTYDir, "whole")); err != nil || !bytes.Equal(got, whole) {
 		t.Fatalf("the whole file reads %d bytes (%v), want its 100", len(got), err)
 	}
 
 	restore := limitFileSize(t, 10)
-	err = d.createNamedIn(d.pty, "short", whole)
+	err = d.createNamedIn(d.pty, wholeFile{"short", whole})
 	restore()
 	if !errors.Is(err, syscall.EFBIG) || !strings.Contains(err.Error(), "short") {
 		t.Fatalf("a file the volume took 10 bytes of = %v, want EFBIG naming it", err)
