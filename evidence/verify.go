@@ -89,6 +89,12 @@ type Report struct {
 	RunID     string    `json:"run_id"`
 	SessionID string    `json:"session_id"`
 	Started   time.Time `json:"started,omitzero"` // the open record's time; absent without one
+	// Signer is what the open record says signs the session
+	// (vocab.SignerSessionKey or SignerHostKey; empty in a session that
+	// predates it), SignerSerial its certificate's serial, for a session
+	// key.
+	Signer       string `json:"signer,omitempty"`
+	SignerSerial string `json:"signer_serial,omitempty"`
 	// Records is how many records chain correctly from the start;
 	// SignedRecords how many of those a trusted signature covers.
 	Records       int `json:"records"`
@@ -471,6 +477,7 @@ func (v *verifier) checkOpen(r *integrity.Record, off int64) bool {
 		return false
 	}
 	v.rep.RunID, v.rep.SessionID, v.rep.Started = r.Attrs[vocab.AttrRunID], r.Attrs[vocab.AttrSessionID], r.Time
+	v.rep.Signer, v.rep.SignerSerial = r.Attrs[vocab.AttrSigner], r.Attrs[vocab.AttrSignerSerial]
 	if r.Attrs[vocab.AttrFormat] != vocab.Format {
 		v.anomaly(KindFormatUnsupported, vocab.LogFile, 0, off, "format %q, want %q", r.Attrs[vocab.AttrFormat], vocab.Format).differs(vocab.Format, r.Attrs[vocab.AttrFormat])
 		return false

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -158,7 +159,24 @@ func openAttrs(m Meta, headerLen int, headerSum string, opts Options) map[string
 	for _, h := range m.Headers {
 		a[h.Name] = h.Value
 	}
+	maps.Copy(a, signerAttrs(opts.Signer))
 	return withExactValues(a)
+}
+
+// signerAttrs say what signs the session: its own certified key, whose
+// certificate the open record, the session's first, then carries; or the
+// host key. A session key's certificate is what the signer presents
+// (gossh.NewCertSigner), so it is in every signature too.
+func signerAttrs(signer gossh.Signer) map[string]string {
+	cert, ok := signer.PublicKey().(*gossh.Certificate)
+	if !ok {
+		return map[string]string{vocab.AttrSigner: vocab.SignerHostKey}
+	}
+	return map[string]string{
+		vocab.AttrSigner:       vocab.SignerSessionKey,
+		vocab.AttrSignerCert:   strings.TrimSuffix(string(gossh.MarshalAuthorizedKey(cert)), "\n"),
+		vocab.AttrSignerSerial: strconv.FormatUint(cert.Serial, 10),
+	}
 }
 
 // dirtied notes that n bytes (or an event, n 0) were recorded and makes

@@ -304,6 +304,29 @@ const (
 	AttrUnaccountedSHA256 = "unaccounted_sha256"
 )
 
+// The session's signing key (docs/RECORD.md, "Session keys"): a one-time
+// key of its own, certified ahead of time by a certificate authority that
+// is not on the sidecar, taken from the pool on the state volume at open
+// and destroyed when the session is sealed; or the host key. The open
+// record names which (AttrSigner) and carries the certificate, so the
+// first record of the session binds it.
+const (
+	AttrSigner         = "signer"          // SignerSessionKey or SignerHostKey
+	AttrSignerCert     = "signer_cert"     // the certificate, authorized_keys form
+	AttrSignerSerial   = "signer_serial"   // its serial, decimal
+	AttrSignerFallback = "signer_fallback" // why the host key signs where a pool was asked for
+	SignerSessionKey   = "session-key"
+	SignerHostKey      = "host-key"
+	// FallbackPoolEmpty is AttrSignerFallback's value when no key was
+	// left in the pool; FallbackPoolFailed when taking one failed (its
+	// error is logged).
+	FallbackPoolEmpty  = "pool-empty"
+	FallbackPoolFailed = "pool-failed"
+	// SignerPrincipal is the principal every session certificate names
+	// and the allowed_signers line of the examiner's stock check gives.
+	SignerPrincipal = "aptl-kali-capture"
+)
+
 // AttrExactSuffix names the attribute that carries a value's exact bytes,
 // base64, beside a value that is not valid UTF-8 (attribute name +
 // AttrExactSuffix). JSON would replace such bytes with U+FFFD as an escape
