@@ -68,6 +68,16 @@ const (
 type Options struct {
 	// Signer signs checkpoints: the sidecar's host key.
 	Signer gossh.Signer
+	// SessionKeys, when set, gives each session a signing key of its own
+	// (package sessionkey), which signs its checkpoints and manifest in
+	// Signer's stead and is destroyed when the session is sealed (Close,
+	// or the recovery of a session a crash cut).
+	SessionKeys KeySource
+	// HostKeyFallback: with SessionKeys, a session the pool has no key
+	// for is signed by Signer, and its open record says why
+	// (vocab.AttrSignerFallback); without it, such a session is refused
+	// (ErrNoSessionKey).
+	HostKeyFallback bool
 	// Sync is when recorded bytes become durable (and signed).
 	Sync SyncMode
 	// MaxBytes caps the bytes stored in a transcript (0: no cap). Past it,
@@ -140,8 +150,9 @@ func (s *Session) fileAttrs() map[string]string {
 }
 
 // openAttrs are the open record's: the ids, the format, where the data
-// starts in the typescript, the terminal, and every provenance header.
-func openAttrs(m Meta, headerLen int, headerSum string, opts Options) map[string]string {
+// starts in the typescript, the terminal, every provenance header, and
+// what signs the session.
+func openAttrs(m Meta, headerLen int, headerSum string, opts Options, signer gossh.Signer, fallback string) map[string]string {
 	a := map[string]string{
 		vocab.AttrFormat:    vocab.Format,
 		vocab.AttrRunID:     m.RunID,
@@ -159,7 +170,10 @@ func openAttrs(m Meta, headerLen int, headerSum string, opts Options) map[string
 	for _, h := range m.Headers {
 		a[h.Name] = h.Value
 	}
-	maps.Copy(a, signerAttrs(opts.Signer))
+	maps.Copy(a, signerAttrs(signer))
+	if fallback != "" {
+		a[vocab.AttrSignerFallback] = fallback
+	}
 	return withExactValues(a)
 }
 

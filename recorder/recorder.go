@@ -104,8 +104,13 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 		return nil, err
 	}
 	s := &Session{dirs: dirs, now: now, start: now(), opts: opts, counted: map[string]int64{}, tty: m.TTY, runID: m.RunID}
+	var fallback string
+	if s.signer, s.key, fallback, s.keyFallback, err = sessionSigner(opts); err != nil {
+		return nil, errors.Join(err, dirs.removeMade(), dirs.close())
+	}
 	defer func() {
 		if err != nil {
+			s.destroyKey()
 			s.unwatchDisk()
 			s.releaseReserve()
 			s.abortWitnesses()
@@ -118,7 +123,7 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	if err := s.openFiles(); err != nil {
 		return nil, err
 	}
-	s.chain = integrity.NewWriter(s.log, m.RunID, m.SessionID, opts.Signer, now)
+	s.chain = integrity.NewWriter(s.log, m.RunID, m.SessionID, s.signer, now)
 	wall := m.Start
 	if wall.IsZero() {
 		wall = s.start
@@ -129,7 +134,7 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	// Nothing but the header is in the typescript yet: its running digest
 	// is the header's.
 	headerSum := hex.EncodeToString(s.ts.sum.Sum(nil))
-	open := openAttrs(m, int(s.ts.size), headerSum, opts)
+	open := openAttrs(m, int(s.ts.size), headerSum, opts, s.signer, fallback)
 	s.openWitnesses(open)
 	// The witnesses' window opens just before the open record is written
 	// and (Close) ends just before the close record: whoever sees the

@@ -74,11 +74,15 @@ func listSessions(root string, limit int) ([]SessionFolder, error) {
 // RecoveryOutcome is what became of one listed session that needed
 // recovery: Err is nil when its recovery record was written. ManifestErr
 // says why a recovered session has no manifest (manifest.go): the
-// recovery stands without it.
+// recovery stands without it. KeyErr says why the host key signed the
+// statement of a session that had a key of its own; KeyDestroyErr why
+// that key could not be destroyed once it had.
 type RecoveryOutcome struct {
-	Dir         string
-	Err         error
-	ManifestErr error
+	Dir           string
+	Err           error
+	ManifestErr   error
+	KeyErr        error
+	KeyDestroyErr error
 }
 
 // RecoverSessions gives each listed session the sidecar never finalized
@@ -116,15 +120,19 @@ func recoverSession(s SessionFolder, opts Options) (outcome RecoveryOutcome, nee
 	if needed, outcome.Err = needsRecovery(d); outcome.Err != nil || !needed {
 		return outcome, needed
 	}
-	attrs, err := recoverIn(d, opts.Signer, time.Now)
-	switch {
-	case err != nil:
+	seal, err := recoverIn(d, opts, time.Now)
+	if err != nil {
 		outcome.Err = err
-	case attrs[vocab.AttrManifest] == "":
-		outcome.ManifestErr = fmt.Errorf("recorder: no manifest for %s: the restart did not read the %s", d.path, attrs[vocab.AttrNotRead])
-	default:
-		outcome.ManifestErr = writeManifest(d, opts.Signer, recoveredDigests(attrs))
+		return outcome, true
 	}
+	outcome.KeyErr = seal.keyErr
+	if attrs := seal.attrs; attrs[vocab.AttrManifest] == "" {
+		outcome.ManifestErr = fmt.Errorf("recorder: no manifest for %s: the restart did not read the %s", d.path, attrs[vocab.AttrNotRead])
+	} else {
+		outcome.ManifestErr = writeManifest(d, seal.signer, recoveredDigests(attrs))
+	}
+	// Sealed: the session's own key signs nothing more, and goes.
+	outcome.KeyDestroyErr = seal.destroy()
 	return outcome, true
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/sessionkey"
 )
 
 // errFinalized is recoverIn's error for a session that needs no recovery.
@@ -41,17 +42,33 @@ var recoveryOpened func(dir string)
 // without following a link (RecoverSessions opens them), and everything is
 // read and written relative to them.
 //
-// It returns the recovery record's attributes: where they announce the
-// manifest (vocab.AttrManifest), the caller writes it, with the files'
-// digests they state.
-func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (_ map[string]string, err error) {
+// The statement is signed by the session's own key where it had one and
+// the key is still there (recoverySigner), else by the host key, and says
+// so. It returns what sealed the session: the recovery record's
+// attributes (where they announce the manifest, vocab.AttrManifest, the
+// caller writes it, with the files' digests they state), and the signer,
+// which the caller destroys if it is the session's own key.
+func recoverIn(d *sessionDirs, opts Options, now func() time.Time) (_ *recoverySeal, err error) {
 	if recoveryOpened != nil {
 		recoveryOpened(d.path)
 	}
 	dir := d.path
-	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{signer.PublicKey()}}, evidence.Options{PTY: d.pty})
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{opts.Signer.PublicKey()}}, evidence.Options{PTY: d.pty})
 	if rep.Finalized {
 		return nil, errFinalized
+	}
+	signer, key, fallback, why := recoverySigner(rep, opts)
+	seal := &recoverySeal{signer: signer, key: key, keyErr: why}
+	defer func() {
+		if err != nil {
+			seal.destroy()
+		}
+	}()
+	if key != nil {
+		// The cut is found again trusting the session's own certificate,
+		// which signed its checkpoints: how far they vouch bounds what
+		// the recovery reads. (The first pass named the key.)
+		rep = evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{opts.Signer.PublicKey(), key.PublicKey()}}, evidence.Options{PTY: d.pty})
 	}
 	// The sidecar vouches, at its restart, for the records it wrote before
 	// the crash and had not signed yet: everything that chains.
@@ -73,6 +90,9 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (_ map
 	// not state its digest either.
 	if attrs[vocab.AttrNotRead] == "" {
 		attrs[vocab.AttrManifest] = vocab.ManifestFile
+	}
+	if fallback != "" {
+		attrs[vocab.AttrSignerFallback] = fallback
 	}
 	// A line the crash cut mid-write is left as it is and stated, so
 	// that verify can hold the log's end to what the sidecar found.
@@ -98,7 +118,29 @@ func recoverIn(d *sessionDirs, signer gossh.Signer, now func() time.Time) (_ map
 	if err := d.createWhole(vocab.RecoveryFile, statement.Bytes()); err != nil {
 		return nil, fmt.Errorf("recorder: recover %s: %w", dir, err)
 	}
-	return attrs, nil
+	seal.attrs = attrs
+	return seal, nil
+}
+
+// recoverySeal is what a recovery sealed a session with: the recovery
+// record's attributes and the signer of its checkpoint, which signs the
+// manifest too; key is the session's own key when that signer is it,
+// keyErr why the host key signs when the session had a key of its own.
+type recoverySeal struct {
+	attrs  map[string]string
+	signer gossh.Signer
+	key    *sessionkey.Key
+	keyErr error
+}
+
+// destroy destroys the session's own key, if it signed.
+func (r *recoverySeal) destroy() error {
+	if r.key == nil {
+		return nil
+	}
+	err := r.key.Destroy()
+	r.key = nil
+	return err
 }
 
 // recoveredDigests are the transcript files' digests a recovery record

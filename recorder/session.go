@@ -9,9 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/aptl/aptl-kali-capture/integrity"
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/sessionkey"
 )
 
 // Session is one session's open record.
@@ -59,6 +62,9 @@ type Session struct {
 	reserve         *os.File         // the closing records' space (reserve.go); nil once drawn on or released
 	tailed          bool             // the reserve became the record files' tails
 	sealed          bool             // the close record and its checkpoint are written: the manifest follows
+	signer          gossh.Signer     // signs the chain and the manifest: key, or the host key
+	key             *sessionkey.Key  // the session's own key; destroyed by Close
+	keyFallback     error            // why the host key signs though a pool was set
 	disk            diskQueue        // the volume's transitions not recorded yet (disk.go)
 }
 
@@ -308,9 +314,10 @@ func (s *Session) syncAndClose() error {
 	if s.sealed && synced == nil {
 		// While the log is open, its lock held: a verifier that finds
 		// the recorder gone finds the manifest too.
-		errs = append(errs, writeManifest(s.dirs, s.opts.Signer, s.recordedDigests()))
+		errs = append(errs, writeManifest(s.dirs, s.signer, s.recordedDigests()))
 	}
-	errs = append(errs, s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())
+	// Sealed: the session's own key signs nothing more, and goes.
+	errs = append(errs, s.destroyKey(), s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())
 	return errors.Join(errs...)
 }
 

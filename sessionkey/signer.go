@@ -64,6 +64,10 @@ type Key struct {
 // PublicKey is the certificate.
 func (k *Key) PublicKey() gossh.PublicKey { return k.cert }
 
+// SignerPID is the signer child's process id, for the log and the tests
+// that hold Destroy to ending it.
+func (k *Key) SignerPID() int { return k.cmd.Process.Pid }
+
 // Serial is the certificate's serial.
 func (k *Key) Serial() uint64 { return k.serial }
 

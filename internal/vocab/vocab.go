@@ -322,6 +322,10 @@ const (
 	// error is logged).
 	FallbackPoolEmpty  = "pool-empty"
 	FallbackPoolFailed = "pool-failed"
+	// FallbackKeyGone is a recovery record's AttrSignerFallback when the
+	// session's key, which signs its recovery statement, was not there
+	// at the restart (its error is logged): the host key signs it.
+	FallbackKeyGone = "session-key-gone"
 	// SignerPrincipal is the principal every session certificate names
 	// and the allowed_signers line of the examiner's stock check gives.
 	SignerPrincipal = "aptl-kali-capture"
