@@ -116,7 +116,9 @@ func TestCreateWholeNeverOverwrites(t *testing.T) {
 		create func(*sessionDirs, string, []byte) error
 	}{
 		{"unnamed then linked", (*sessionDirs).createWhole},
-		{"named (no O_TMPFILE)", func(d *sessionDirs, name string, data []byte) error { return d.createNamedIn(d.pty, wholeFile{name, data}) }},
+		{"named (no O_TMPFILE)", func(d *sessionDirs, name string, data []byte) error {
+			return d.createNamedIn(d.pty, wholeFile{name, data})
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := makeSessionDirs(t.TempDir(), "run-w", "sess-w")

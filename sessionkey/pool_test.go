@@ -176,7 +176,9 @@ func TestEachKeyIsUsedOnce(t *testing.T) {
 			q = openPool(t, state)
 		}
 		var refused []string
-		q.OnRefuse = func(serial uint64, reason string) { refused = append(refused, strconv.FormatUint(serial, 10)+": "+reason) }
+		q.OnRefuse = func(serial uint64, reason string) {
+			refused = append(refused, strconv.FormatUint(serial, 10)+": "+reason)
+		}
 		if _, err := q.Take(); !errors.Is(err, ErrPoolEmpty) {
 			t.Fatalf("restart %v: Take of a pool of used keys = %v, want ErrPoolEmpty", restart, err)
 		}

@@ -114,7 +114,9 @@ func provisionOne(pool string, p Provisioning, serial uint64) error {
 }
 
 // KeyID is the key id of serial's certificate.
-func KeyID(serial uint64) string { return "aptl-kali-capture-session-" + strconv.FormatUint(serial, 10) }
+func KeyID(serial uint64) string {
+	return "aptl-kali-capture-session-" + strconv.FormatUint(serial, 10)
+}
 
 // writeNew writes a new file, 0600, never over one, synced.
 func writeNew(path string, data []byte) error {
