@@ -21,6 +21,12 @@ import (
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
+
+// RefusalNoSessionKey is the refusal of a session the session key pool had
+// no key for, where the host key may not stand in (serve --session-keys
+// pool): the operator provisions more (keys provision).
+const RefusalNoSessionKey = "recording is unavailable: no session key is left to sign the record; session not started"
+
 // After the process exits, output still queued in the PTY or pipe is read
 // until the kernel reports the end (EIO on a PTY master once no slave is
 // open, EOF on a pipe). A background job that inherited the terminal keeps
@@ -222,6 +228,9 @@ func (ss *session) createRecord(command, tty string) (*recorder.Session, *slog.L
 		switch {
 		case err == nil:
 			log.Info("session recording", "mode", sessionMode(ss.pty != nil, command), "dir", rec.Dir())
+			if why := rec.KeyFallback(); why != nil {
+				log.Warn("session signed by the host key: the session key pool gave none", "err", why.Error())
+			}
 			return rec, log, nil
 		case errors.Is(err, recorder.ErrSessionExists) && !generated:
 			return nil, nil, &userError{msg: fmt.Sprintf("session id %s was already recorded; session ids are single-use", meta.SessionID), cause: err}
@@ -231,6 +240,8 @@ func (ss *session) createRecord(command, tty string) (*recorder.Session, *slog.L
 			// Refused rather than followed: a planted symlink would put the
 			// record outside the capture root.
 			return nil, nil, &userError{msg: fmt.Sprintf("the capture folder of run %s is a symlink or not a directory; session not started", ids.run), cause: err}
+		case errors.Is(err, recorder.ErrNoSessionKey):
+			return nil, nil, &userError{msg: RefusalNoSessionKey, cause: err}
 		case errors.As(err, &critical):
 			return nil, nil, &userError{msg: diskCriticalRefusal(critical), cause: err}
 		case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):

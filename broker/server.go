@@ -128,6 +128,11 @@ type Config struct {
 	// budget across sessions (recorder/disk.go); nil: neither.
 	Disk          *diskstate.Monitor
 	WitnessBudget *witnessbudget.Budget
+	// SessionKeys gives each session a signing key of its own, and
+	// HostKeyFallback lets the host key sign one the pool had none for
+	// (recorder.Options says how); nil: the host key signs every session.
+	SessionKeys     recorder.KeySource
+	HostKeyFallback bool
 }
 
 func (c *Config) check() error {
@@ -534,7 +539,7 @@ func (srv *Server) release(ss *session) {
 
 func (srv *Server) recorderOptions() recorder.Options {
 	return recorder.Options{Signer: srv.cfg.HostKey, Sync: srv.cfg.Sync, MaxBytes: srv.cfg.MaxTranscriptBytes, Witnesses: srv.cfg.Witnesses,
-		Disk: srv.cfg.Disk, Budget: srv.cfg.WitnessBudget}
+		Disk: srv.cfg.Disk, Budget: srv.cfg.WitnessBudget, SessionKeys: srv.cfg.SessionKeys, HostKeyFallback: srv.cfg.HostKeyFallback}
 }
 
 // nextAnonID returns a fresh generated session id, for a session that

@@ -39,6 +39,7 @@ type serveConfig struct {
 	root           string
 	stateDir       string
 	authorizedKeys string // "" means the newcomer default under stateDir
+	sessionKeys    string // sessionKeysHost, sessionKeysPool or sessionKeysPoolOrHost
 	users          []string
 	launch         string
 	acceptEnv      []string
@@ -104,6 +105,7 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	e.String(&c.listen, "listen", "APTL_CAPTURE_LISTEN", defaultListen, "host:port of the SSH server")
 	e.String(&c.root, "root", "APTL_CAPTURE_ROOT", defaultRoot, "capture root: <root>/<run>/<session>/pty/...")
 	e.String(&c.stateDir, "state-dir", "APTL_CAPTURE_STATE_DIR", defaultStateDir, "private state: host key, and the newcomer client key")
+	e.String(&c.sessionKeys, "session-keys", "APTL_CAPTURE_SESSION_KEYS", sessionKeysHost, "what signs each session's record: host-key (the host key), pool (a one-time key of its own from <state-dir>/session-keys/pool/, made with keys provision; no key left refuses the session) or pool-or-host-key (the host key where none is left, said in the open record)")
 	e.String(&c.authorizedKeys, "authorized-keys", "APTL_CAPTURE_AUTHORIZED_KEYS", "", "OpenSSH authorized_keys file (default: <state-dir>/authorized_keys, created with a new client key if absent)")
 	e.String(&users, "users", "APTL_CAPTURE_USERS", currentUserName(), "comma-separated SSH login names allowed")
 	e.String(&c.launch, "launch", "APTL_CAPTURE_LAUNCH", "local", "launch adapter: local (shell in the sidecar) or agent (shell in the workload via aptl-launch-agent)")
@@ -211,6 +213,11 @@ func (c *serveConfig) check(e *cliconfig.Flags) error {
 	}
 	if c.stateDir == "" {
 		return e.SettingError("state-dir", "must not be empty")
+	}
+	switch c.sessionKeys {
+	case sessionKeysHost, sessionKeysPool, sessionKeysPoolOrHost:
+	default:
+		return e.SettingError("session-keys", "%q is none of %s, %s, %s", c.sessionKeys, sessionKeysHost, sessionKeysPool, sessionKeysPoolOrHost)
 	}
 	if len(c.users) == 0 {
 		return e.SettingError("users", "name at least one login user")

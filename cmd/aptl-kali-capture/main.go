@@ -42,6 +42,7 @@ func failUsage(name string, err error) int {
 type command struct {
 	summary string
 	run     func(args []string) int
+	hidden  bool // started by the command itself, never typed: not in the usage
 }
 
 var commands = map[string]command{}
@@ -103,8 +104,10 @@ func runHelp(args []string) int {
 // --help, help), to stderr after a usage error.
 func usageTo(w io.Writer) {
 	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+	for n, c := range commands {
+		if !c.hidden {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	fmt.Fprintln(w, "usage: aptl-kali-capture <subcommand> [flags]\n       aptl-kali-capture help [<subcommand>] | --help | -h\n       aptl-kali-capture --version")

@@ -16,6 +16,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/sessionkey"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/launch/local"
@@ -57,6 +58,9 @@ type witnessStates struct {
 	// disk is the capture volume's state (disk.go): the file's disk key,
 	// rewritten at every transition. Reported, never a failure of health.
 	disk *diskstate.Monitor
+	// keys is the session key pool (nil with --session-keys host-key):
+	// the file's session_keys lines, refreshed with the counts.
+	keys *sessionkey.Pool
 }
 
 // readiness maintains the readiness file: key=value lines saying when the
@@ -109,7 +113,7 @@ func (r *readiness) setDisk(state string) {
 func (r *readiness) refreshCounts() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.launch == "" || r.auditCounts() == r.counts {
+	if r.launch == "" || r.auditCounts()+sessionKeyState(r.witnesses.keys) == r.counts {
 		return
 	}
 	r.writeLocked()
@@ -145,7 +149,7 @@ func (w witnessStates) auditState() string {
 
 // writeLocked writes the file. Callers hold mu.
 func (r *readiness) writeLocked() {
-	r.counts = r.auditCounts()
+	r.counts = r.auditCounts() + sessionKeyState(r.witnesses.keys)
 	w := r.witnesses
 	body := fmt.Sprintf("ready_at=%s\nlisten=%s\nlisten_addr=%s\npid=%d\npty=%s\npcap=%s\nauditd=%s\nprocacct=%s\nlaunch=%s\nadapter=%s\n",
 		r.readyAt.Format(time.RFC3339Nano), stateOK, r.listen, os.Getpid(), stateOK, w.pcap, w.auditState(), w.auditState(), r.launch, r.adapter)
@@ -270,7 +274,7 @@ func startReadiness(cfg *serveConfig, listen string, probe prober, kick launchKi
 		// and refuse sessions (with a record) until the agent answers.
 		wg.Go(func() { ready.watchLaunch(ctx, probe, cfg.agentProbe, kick) })
 	}
-	if ws.auditEngine != nil {
+	if ws.auditEngine != nil || ws.keys != nil {
 		wg.Go(func() { ready.watchCounts(ctx, countsInterval) })
 	}
 	return sync.OnceFunc(func() {
@@ -286,7 +290,8 @@ func startReadiness(cfg *serveConfig, listen string, probe prober, kick launchKi
 // they changed).
 const countsInterval = time.Second
 
-// watchCounts keeps the audit counts current until ctx ends.
+// watchCounts keeps the audit counts and the session keys left current
+// until ctx ends.
 func (r *readiness) watchCounts(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()

@@ -22,6 +22,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 	"github.com/aptl/aptl-kali-capture/launch/login"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/sessionkey"
 	"github.com/aptl/aptl-kali-capture/witness/audit"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )
@@ -126,6 +127,15 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		auditSource = audit.NewSource(cfg.auditLimits, log, "the audit witness has not started")
 	}
 	userExists := localUserCheck(launcher, cfg.users, log)
+	keys, err := openSessionKeys(cfg, log)
+	if err != nil {
+		return err
+	}
+	var keySource recorder.KeySource
+	if keys != nil {
+		defer keys.Close()
+		keySource = keys
+	}
 	srv, err := broker.New(broker.Config{
 		HostKey:            hostKey,
 		AuthorizedKeys:     ak,
@@ -146,6 +156,8 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		ClientAlive:        cfg.clientAlive,
 		Disk:               disk,
 		WitnessBudget:      newWitnessBudget(cfg, disk.Status().Usage.Size, log),
+		SessionKeys:        keySource,
+		HostKeyFallback:    cfg.sessionKeys == sessionKeysPoolOrHost,
 	})
 	if err != nil {
 		return err
@@ -165,9 +177,9 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	defer stopPcap()
 	auditState, auditEngine, stopAudit := startAudit(auditSource, cfg, log)
 	defer stopAudit()
-	withdraw := startReadiness(cfg, ln.Addr().String(), probe, kick, witnessStates{pcap: pcapState, pcapReason: pcapOff, audit: auditState, auditEngine: auditEngine, disk: disk}, log)
+	withdraw := startReadiness(cfg, ln.Addr().String(), probe, kick, witnessStates{pcap: pcapState, pcapReason: pcapOff, audit: auditState, auditEngine: auditEngine, disk: disk, keys: keys}, log)
 	defer withdraw()
-	defer startRecovery(pending, hostKey, log)()
+	defer startRecovery(pending, recorder.Options{Signer: hostKey, SessionKeys: keySource}, keys, log)()
 	warnDevClientKey(log, ln.Addr(), clientKey)
 	if clientKey != "" {
 		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey, pcapOff); err != nil {
@@ -180,20 +192,32 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 // startRecovery recovers the listed sessions that need it in the
 // background, logging each outcome and the totals. The returned function
 // stops it between two sessions and waits for the one under way.
-func startRecovery(pending []recorder.SessionFolder, hostKey gossh.Signer, log *slog.Logger) (stop func()) {
+//
+// A cut session's own key, left in the pool's active keys, signs its
+// recovery statement and is destroyed with it; once every listed session
+// is recovered, the active keys no session of this process uses (taken
+// for a session the crash never opened, or whose seal it cut short) are
+// destroyed too.
+func startRecovery(pending []recorder.SessionFolder, opts recorder.Options, keys *sessionkey.Pool, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		log.Info("recovery of unfinalized sessions started", "sessions", len(pending))
 		var recovered, failed int
-		recorder.RecoverSessions(ctx, pending, recorder.Options{Signer: hostKey}, func(o recorder.RecoveryOutcome) {
+		recorder.RecoverSessions(ctx, pending, opts, func(o recorder.RecoveryOutcome) {
 			if o.Err != nil {
 				failed++
 				log.Error("unfinalized session not recovered", "dir", o.Dir, "err", o.Err.Error())
 				return
 			}
 			recovered++
+			if o.KeyErr != nil {
+				log.Warn("recovery statement signed by the host key: the session's own key is gone", "dir", o.Dir, "err", o.KeyErr.Error())
+			}
+			if o.KeyDestroyErr != nil {
+				log.Error("the recovered session's key was not destroyed", "dir", o.Dir, "err", o.KeyDestroyErr.Error())
+			}
 			if o.ManifestErr != nil {
 				log.Warn("unfinalized session recovered; its manifest was not written", "dir", o.Dir, "err", o.ManifestErr.Error())
 				return
@@ -201,6 +225,14 @@ func startRecovery(pending []recorder.SessionFolder, hostKey gossh.Signer, log *
 			log.Warn("unfinalized session recovered", "dir", o.Dir)
 		})
 		log.Info("recovery of unfinalized sessions finished", "recovered", recovered, "failed", failed, "stopped_early", ctx.Err() != nil)
+		if keys != nil && ctx.Err() == nil {
+			n, err := keys.DestroyLeftovers()
+			if err != nil {
+				log.Error("session keys a stopped sidecar left active were not all destroyed", "destroyed", n, "err", err.Error())
+			} else if n > 0 {
+				log.Warn("destroyed session keys a stopped sidecar left active, no session's", "destroyed", n)
+			}
+		}
 	}()
 	return func() {
 		cancel()
