@@ -21,7 +21,6 @@ import (
 	"github.com/aptl/aptl-kali-capture/recorder"
 )
 
-
 // RefusalNoSessionKey is the refusal of a session the session key pool had
 // no key for, where the host key may not stand in (serve --session-keys
 // pool): the operator provisions more (keys provision).

@@ -16,11 +16,11 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/diskstate"
 	"github.com/aptl/aptl-kali-capture/internal/safefs"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
-	"github.com/aptl/aptl-kali-capture/sessionkey"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/launch/local"
 	"github.com/aptl/aptl-kali-capture/launch/login"
+	"github.com/aptl/aptl-kali-capture/sessionkey"
 	"github.com/aptl/aptl-kali-capture/witness/audit"
 )
 
