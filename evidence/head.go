@@ -41,3 +41,28 @@ func LastHead(dir string) (message []byte, sig string, err error) {
 	}
 	return message, sig, nil
 }
+
+// SignerCert returns the certificate the open record of dir's log says
+// signs the session (vocab.AttrSignerCert, authorized_keys form), "" for
+// a session its host key signs: an examiner reads its serial and window
+// with `ssh-keygen -L -f`. Like LastHead it verifies nothing; verify
+// holds the certificate to the CA and to every signature.
+func SignerCert(dir string) (string, error) {
+	var cert string
+	var perr error
+	err := readRecords(sessionFiles{dir: dir}, vocab.LogFile, func(i int, ln logLine) bool {
+		var r integrity.Record
+		if perr = json.Unmarshal(ln.text, &r); perr == nil && r.Type != vocab.TypeOpen {
+			perr = fmt.Errorf("record 0 is a %.32q record, not the open record", r.Type)
+		}
+		cert = r.Attrs[vocab.AttrSignerCert]
+		return false // the open record is the first
+	})
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", vocab.LogFile, err)
+	}
+	return cert, nil
+}

@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/ed25519"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
@@ -148,11 +148,41 @@ func TestSessionKeyIsGoneOnceSealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// -O verify-time is the session's start, the open record's time.
+	log, err := os.ReadFile(filepath.Join(dir, vocab.PTYDir, vocab.LogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open integrity.Record
+	if err := json.Unmarshal(log[:bytes.IndexByte(log, '\n')], &open); err != nil {
+		t.Fatal(err)
+	}
+	start := open.Time.UTC().Format("20060102150405")
 	cmd := exec.Command(keygen, "-Y", "verify", "-f", allowed, "-I", vocab.SignerPrincipal, "-n", integrity.ManifestNamespace,
-		"-s", filepath.Join(dir, vocab.ManifestSigFile), "-O", "verify-time="+time.Now().UTC().Format("20060102150405"))
+		"-s", filepath.Join(dir, vocab.ManifestSigFile), "-O", "verify-time="+start)
 	cmd.Stdin = bytes.NewReader(manifest)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ssh-keygen -Y verify of the manifest with the CA: %v\n%s", err, out)
+	}
+	// The head as export gives it, with the session's certificate, which
+	// ssh-keygen -L reads: serial and window as provisioned.
+	head := t.TempDir()
+	if out, err := exec.Command(bin, "export", "--format", "head", "--out", head, dir).CombinedOutput(); err != nil {
+		t.Fatalf("export --format head: %v\n%s", err, out)
+	}
+	out, err := exec.Command(keygen, "-L", "-f", filepath.Join(head, "head-cert.pub")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Serial: 500") || !strings.Contains(string(out), sessionkey.KeyID(500)) {
+		t.Fatalf("ssh-keygen -L of the exported certificate: %v\n%s", err, out)
+	}
+	msg, err := os.ReadFile(filepath.Join(head, "head.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(keygen, "-Y", "verify", "-f", allowed, "-I", vocab.SignerPrincipal, "-n", integrity.HeadNamespace,
+		"-s", filepath.Join(head, "head.sig"), "-O", "verify-time="+start)
+	cmd.Stdin = bytes.NewReader(msg)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen -Y verify of the head with the CA: %v\n%s", err, out)
 	}
 }
 

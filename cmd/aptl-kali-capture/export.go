@@ -21,12 +21,13 @@ func init() {
 const (
 	headMessageFile = "head.txt"
 	headSigFile     = "head.sig"
+	headCertFile    = "head-cert.pub" // a session key's certificate, where one signs
 )
 
 func runExport(args []string) int {
 	e := newEnvFlags("export")
 	fs := e.FlagSet
-	format := fs.String("format", "asciicast", "asciicast (to --out or stdout), html (a web player page to --out or stdout; with --run-dir, one per session and index.html into --out) or head (head.txt and head.sig into --out, default .)")
+	format := fs.String("format", "asciicast", "asciicast (to --out or stdout), html (a web player page to --out or stdout; with --run-dir, one per session and index.html into --out) or head (head.txt and head.sig, and head-cert.pub for a session signed by a key of its own, into --out, default .)")
 	out := fs.String("out", "", "output file (asciicast, html) or directory (head, html with --run-dir)")
 	// Typed input stays out of a shareable copy unless asked for, as
 	// `asciinema rec` records stdin only with --stdin (examine.CastOptions).
@@ -207,8 +208,18 @@ func exportHead(dir, out string) error {
 	if out == "" {
 		out = "."
 	}
+	cert, err := evidence.SignerCert(dir)
+	if err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(out, headMessageFile), msg, 0o644); err != nil {
 		return err
+	}
+	if cert != "" {
+		// A session key's certificate, for ssh-keygen -L -f.
+		if err := os.WriteFile(filepath.Join(out, headCertFile), []byte(cert+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	return os.WriteFile(filepath.Join(out, headSigFile), []byte(sig), 0o644)
 }
