@@ -22,7 +22,7 @@ import (
 
 // testPool provisions n session keys under a fresh state folder and opens
 // the pool, its signer this test binary (TestMain).
-func testPool(t *testing.T, n int) (*sessionkey.Pool, string, gossh.Signer) {
+func testPool(t testing.TB, n int) (*sessionkey.Pool, string, gossh.Signer) {
 	t.Helper()
 	ca := testutil.NewSigner()
 	state := t.TempDir()

@@ -36,11 +36,15 @@ type Pool struct {
 	// refused/) and why; it must not block.
 	OnRefuse func(serial uint64, reason string)
 
-	mu      sync.Mutex
-	ledger  *os.File        // used-serials, appended to
-	used    map[uint64]bool // every serial in the ledger
-	handed  map[uint64]bool // the keys this process took or resumed
-	pending []uint64        // the pool's serials as last listed, lowest first
+	mu        sync.Mutex
+	ledger    *os.File        // used-serials, appended to
+	used      map[uint64]bool // every serial in the ledger
+	handed    map[uint64]bool // the keys this process took or resumed
+	pending   []uint64        // the pool's serials as last listed, lowest first
+	spare     *Key            // a key ready for the next Take, its signer running
+	readying  bool            // a spare is being readied; readyDone is closed when it is
+	readyDone chan struct{}
+	closed    bool
 }
 
 // Open loads the pool under stateDir/session-keys (made if missing, with
@@ -93,8 +97,19 @@ func readLedger(f *os.File) (map[uint64]bool, error) {
 	return used, nil
 }
 
-// Close releases the ledger.
-func (p *Pool) Close() error { return p.ledger.Close() }
+// Close destroys the spare key, if one is ready, and releases the ledger.
+// A spare being readied is destroyed when it is.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	spare := p.spare
+	p.spare, p.closed = nil, true
+	p.mu.Unlock()
+	var err error
+	if spare != nil {
+		err = spare.Destroy()
+	}
+	return errors.Join(err, p.ledger.Close())
+}
 
 // Available counts the keys in the pool folder, for readiness.
 func (p *Pool) Available() (int, error) {
@@ -129,17 +144,107 @@ func (p *Pool) list() ([]uint64, error) {
 // no crash can hand it to a second session. A key it may not use is set
 // aside in refused/ (OnRefuse says why) and the next one tried; with none
 // left, ErrPoolEmpty.
+//
+// A session's open should not wait for a signer child to start and the
+// ledger to be synced (BenchmarkOpenSessionKey: that is most of the cost),
+// so the pool keeps one key ready, its signer running: Take hands it over
+// and readies the next in the background. A key readied and never handed
+// over (the sidecar stopped) is in active/, and the next start destroys
+// it (DestroyLeftovers): it cost a key, never a second use.
 func (p *Pool) Take() (*Key, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	if p.spare == nil && p.readying {
+		// The key being readied is this session's: waiting for it is
+		// no longer than readying one, and the pool's last key is not
+		// missed for being on its way.
+		done := p.readyDone
+		p.mu.Unlock()
+		<-done
+		p.mu.Lock()
+	}
+	spare := p.spare
+	p.spare = nil
+	p.mu.Unlock()
+	if spare != nil {
+		if err := p.stillUsable(spare); err == nil {
+			p.ready()
+			return spare, nil
+		}
+		spare.Destroy()
+	}
+	k, err := p.takeNew()
+	if err == nil {
+		// Only after a key was there: an empty pool is listed again at
+		// the next Take, not polled.
+		p.ready()
+	}
+	return k, err
+}
+
+// ready readies a spare key in the background, unless one is ready or
+// being readied, or the pool is closed.
+func (p *Pool) ready() {
+	p.mu.Lock()
+	if p.spare != nil || p.readying || p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.readying = true
+	p.readyDone = make(chan struct{})
+	p.mu.Unlock()
+	go func() {
+		k, err := p.takeNew()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.readying = false
+		defer close(p.readyDone)
+		if err != nil {
+			return // Take tries again, and says why
+		}
+		if p.closed {
+			k.Destroy()
+			return
+		}
+		p.spare = k
+	}()
+}
+
+// stillUsable checks that a spare's certificate is still valid now, and
+// its signer still there.
+func (p *Pool) stillUsable(k *Key) error {
+	now := uint64(p.now().Unix())
+	if now < k.cert.ValidAfter || (k.cert.ValidBefore != gossh.CertTimeInfinity && now >= k.cert.ValidBefore) {
+		return errors.New("expired while ready")
+	}
+	if k.cmd.ProcessState != nil {
+		return errors.New("its signer exited")
+	}
+	return nil
+}
+
+// takeNew takes the lowest usable key from the pool folder and starts its
+// signer; the folder and the ledger are changed under mu, the signer
+// started outside it.
+func (p *Pool) takeNew() (*Key, error) {
+	p.mu.Lock()
+	serial, cert, err := p.activateNext()
+	p.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return p.start(serial, cert)
+}
+
+// activateNext finds the lowest usable key and activates it. Callers hold mu.
+func (p *Pool) activateNext() (uint64, *gossh.Certificate, error) {
 	for {
 		if len(p.pending) == 0 {
 			serials, err := p.list()
 			if err != nil {
-				return nil, fmt.Errorf("sessionkey: list the pool: %w", err)
+				return 0, nil, fmt.Errorf("sessionkey: list the pool: %w", err)
 			}
 			if len(serials) == 0 {
-				return nil, ErrPoolEmpty
+				return 0, nil, ErrPoolEmpty
 			}
 			p.pending = serials
 		}
@@ -154,9 +259,9 @@ func (p *Pool) Take() (*Key, error) {
 			continue
 		}
 		if err := p.activate(serial); err != nil {
-			return nil, err
+			return 0, nil, err
 		}
-		return p.start(serial, cert)
+		return serial, cert, nil
 	}
 }
 
