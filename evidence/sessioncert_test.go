@@ -167,6 +167,56 @@ func TestSessionKeyVerifiesWithItsCA(t *testing.T) {
 	}
 }
 
+// TestSessionKeyExpiredSinceVerifies: a certificate is held to its window
+// at the session's start, as ssh-keygen -Y verify -O verify-time= holds
+// it: one that has expired since still vouches for the session it signed.
+func TestSessionKeyExpiredSinceVerifies(t *testing.T) {
+	ca := testutil.NewSigner()
+	now := time.Now()
+	signer := certify(t, ca, 7, func(c *gossh.Certificate) {
+		c.ValidAfter, c.ValidBefore = uint64(now.Add(-3*time.Hour).Unix()), uint64(now.Add(-time.Hour).Unix())
+	})
+	dir := recordSigned(t, signer)
+	resignLog(t, dir, signer, func(r *integrity.Record) { r.Time = now.Add(-2 * time.Hour) })
+	_, keys := allowedSigners(t, ca)
+	if rep := evidence.Verify(dir, keys, evidence.Options{}); !rep.OK() {
+		t.Errorf("a session signed within its certificate's window, which has ended since: %s %v, want ok", rep.Status, rep.Anomalies)
+	}
+}
+
+// TestSessionKeyRecovery: the restarted sidecar signs a session key's
+// session's recovery statement with its host key (the session key went
+// with the process that held it), which vouches for it; another session's
+// certified key does not.
+func TestSessionKeyRecovery(t *testing.T) {
+	ca, host := testutil.NewSigner(), recordertest.Signer()
+	_, keys := allowedSigners(t, ca)
+	keys.Trusted = []gossh.PublicKey{host.PublicKey()}
+	// Valid when recordertest.Unfinalized's session begins.
+	session := certify(t, ca, 7, func(c *gossh.Certificate) { c.ValidAfter, c.ValidBefore = 0, gossh.CertTimeInfinity })
+	for _, tc := range []struct {
+		name   string
+		signer gossh.Signer
+		want   evidence.Kind
+	}{
+		{"by the host key", host, evidence.KindRecovered},
+		{"by another session's key", certify(t, ca, 8, nil), evidence.KindRecoveryInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attrs := map[string]string{}
+			carryCert(session)(&integrity.Record{Attrs: attrs})
+			dir := recordertest.Unfinalized(t, t.TempDir(), "run-1", "sess-1", session, attrs, nil)
+			if err := recordertest.Recover(dir, tc.signer); err != nil {
+				t.Fatal(err)
+			}
+			rep := evidence.Verify(dir, keys, evidence.Options{})
+			if !hasKind(rep, tc.want, "") || (tc.want == evidence.KindRecovered && rep.Status != evidence.StatusUnfinalized) {
+				t.Errorf("recovery %s: %s %v, want a %s", tc.name, rep.Status, rep.Anomalies, tc.want)
+			}
+		})
+	}
+}
+
 // TestSessionKeyHeadWithSSHKeygen: the stock check of RECORD.md, "Session
 // keys": ssh-keygen -Y verify takes the head with a cert-authority line at
 // the session's start, and refuses it at a time outside the certificate's
@@ -256,6 +306,13 @@ func TestSessionKeyForgeries(t *testing.T) {
 		{"a certificate expired at the session's start", func(t *testing.T) string {
 			return recordSigned(t, certify(t, ca, 9, func(c *gossh.Certificate) { c.ValidBefore = uint64(time.Now().Add(-time.Minute).Unix()) }))
 		}, nil, evidence.KindCertificateInvalid, "expired"},
+		{"a session dated before its certificate's window", func(t *testing.T) string {
+			// Valid now, not when the open record says the session began:
+			// the window is the session start's, not the examiner's clock.
+			dir := recordSigned(t, session)
+			resignLog(t, dir, session, func(r *integrity.Record) { r.Time = r.Time.Add(-2 * time.Hour) })
+			return dir
+		}, nil, evidence.KindCertificateInvalid, "not yet valid"},
 		{"a certificate for another principal", func(t *testing.T) string {
 			return recordSigned(t, certify(t, ca, 9, func(c *gossh.Certificate) { c.ValidPrincipals = []string{"root"} }))
 		}, nil, evidence.KindCertificateInvalid, "names none of the principals"},
@@ -292,6 +349,11 @@ func TestSessionKeyForgeries(t *testing.T) {
 				k.Revoked = []gossh.PublicKey{ca.PublicKey()}
 				return k
 			}, evidence.KindRevokedKey, "whose certificate authority is revoked"},
+		{"a manifest re-signed with the host key", func(t *testing.T) string {
+			dir := recordSigned(t, session)
+			resign(t, dir, readManifest(t, dir), host, integrity.ManifestNamespace)
+			return dir
+		}, nil, evidence.KindCertificateInvalid, "the manifest is signed by the key"},
 		{"a manifest re-signed with another session's certified key", func(t *testing.T) string {
 			dir := recordSigned(t, session)
 			resign(t, dir, readManifest(t, dir), other, integrity.ManifestNamespace)

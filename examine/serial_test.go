@@ -19,12 +19,15 @@ import (
 
 // sessionKey is a session key's signer: a fresh key with a user
 // certificate of serial by ca, valid now.
-func sessionKey(t *testing.T, ca gossh.Signer, serial uint64) gossh.Signer {
+func sessionKey(t *testing.T, ca gossh.Signer, serial uint64, edit ...func(*gossh.Certificate)) gossh.Signer {
 	t.Helper()
 	key := testutil.NewSigner()
 	cert := &gossh.Certificate{Key: key.PublicKey(), Serial: serial, CertType: gossh.UserCert, KeyId: "session",
 		ValidPrincipals: []string{vocab.SignerPrincipal},
 		ValidAfter:      uint64(time.Now().Add(-time.Hour).Unix()), ValidBefore: uint64(time.Now().Add(time.Hour).Unix())}
+	for _, e := range edit {
+		e(cert)
+	}
 	if err := cert.SignCert(rand.Reader, ca); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +81,28 @@ func TestVerifyRunSerialReused(t *testing.T) {
 	if rr.OK() || len(rr.Sessions) != 3 {
 		t.Fatalf("a serial signing two sessions passed: OK %v, %d sessions", rr.OK(), len(rr.Sessions))
 	}
+	checkReused(t, rr)
+
+	// A session the CA's certificate of that serial does not vouch for
+	// (not yet valid when it began) fails alone, and casts no doubt on
+	// the session the serial's key did sign.
+	root = t.TempDir()
+	record(root, "sess-1", sessionKey(t, ca, 7))
+	record(root, "sess-2", sessionKey(t, ca, 8))
+	record(root, "sess-3", sessionKey(t, ca, 7, func(c *gossh.Certificate) { c.ValidAfter = uint64(time.Now().Add(time.Hour).Unix()) }))
+	rr = examine.VerifyRun(filepath.Join(root, "run-1"), keys, evidence.Options{})
+	for _, s := range rr.Sessions {
+		if len(s.Anomalies) > 0 || s.Report.OK() == (s.SessionID == "sess-3") {
+			t.Errorf("%s beside a session its serial does not vouch for: verdict %s %v, run-level %v", s.SessionID, s.Report.Status, s.Report.Anomalies, s.Anomalies)
+		}
+	}
+}
+
+// checkReused holds a run of sessions sess-1 and sess-3 of serial 7 and
+// sess-2 of serial 8 to its verdict: each verifies alone, and the two of
+// serial 7 are each serial-reused, naming both.
+func checkReused(t *testing.T, rr *examine.RunReport) {
+	t.Helper()
 	for _, s := range rr.Sessions {
 		reused := len(s.Anomalies) == 1 && s.Anomalies[0].Kind == evidence.KindSerialReused &&
 			strings.Contains(s.Anomalies[0].Msg, `"sess-1", "sess-3"`) && strings.Contains(s.Anomalies[0].Msg, "serial 7")
