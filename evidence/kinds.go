@@ -42,6 +42,7 @@ const (
 	KindUntrustedKey        Kind = "untrusted-key"           // a checkpoint (or every one) is signed by a key not given
 	KindRevokedKey          Kind = "revoked-key"             // a checkpoint is signed by a @revoked key
 	KindSignatureInvalid    Kind = "signature-invalid"       // a checkpoint's signature does not verify
+	KindCertificateInvalid  Kind = "certificate-invalid"     // signed by a certificate that does not hold, or not by the signer the open record names
 	KindFileUnreadable      Kind = "file-unreadable"         // missing, a link, not a regular file, unreadable
 	KindRecordMalformed     Kind = "record-malformed"        // a record does not parse, is not canonical, or lacks what it must hold
 	KindChainBroken         Kind = "chain-broken"            // wrong seq or previous hash, record after the close, second open
@@ -76,6 +77,7 @@ const (
 	KindNotASession       Kind = "not-a-session"       // a path given, or an entry of the run folder, that is not a session folder
 	KindNoSessions        Kind = "no-sessions"         // a run folder with no session
 	KindRunMismatch       Kind = "run-mismatch"        // a session recorded for another run than the others
+	KindSerialReused      Kind = "serial-reused"       // two sessions signed by session keys of one certificate serial
 	KindTeeWithoutSession Kind = "tee-without-session" // a tee whose session is not in the run
 	KindTeeMalformed      Kind = "tee-malformed"       // a tee line that does not parse
 	KindTeeMismatch       Kind = "tee-mismatch"        // what the client logged differs from what the sidecar recorded
@@ -84,14 +86,14 @@ const (
 
 // Kinds lists every Kind an anomaly can carry.
 var Kinds = []Kind{
-	KindNoTrustedKey, KindUntrustedKey, KindRevokedKey, KindSignatureInvalid,
+	KindNoTrustedKey, KindUntrustedKey, KindRevokedKey, KindSignatureInvalid, KindCertificateInvalid,
 	KindFileUnreadable, KindRecordMalformed, KindChainBroken, KindFormatUnsupported,
 	KindHeaderMismatch, KindDataDigestMismatch, KindDataMisplaced, KindFileTruncated,
 	KindFileDigestMismatch, KindFileAppended, KindUnsignedTailTooLong, KindUnfinalized,
 	KindCloseUnsigned, KindCountMismatch, KindTimingMalformed, KindTimingTotals,
 	KindRecovered, KindRecoveryInvalid, KindPcapMissing, KindPcapExtra, KindAuditMissing, KindAuditExtra, KindAuditForeignSes, KindVerifierStopped,
 	KindManifestMalformed, KindManifestMismatch, KindManifestMissingFile, KindManifestUnlisted,
-	KindNotASession, KindNoSessions, KindRunMismatch, KindTeeWithoutSession,
+	KindNotASession, KindNoSessions, KindRunMismatch, KindSerialReused, KindTeeWithoutSession,
 	KindTeeMalformed, KindTeeMismatch, KindNotReconciled,
 }
 
@@ -155,6 +157,11 @@ var kindClasses = map[Kind]string{
 	KindNoTrustedKey: vocab.FindingUntrustedKey,
 	KindUntrustedKey: vocab.FindingUntrustedKey,
 	KindRevokedKey:   vocab.FindingUntrustedKey,
+	// A certificate that does not hold, or the wrong signer, vouches for
+	// nothing: signed, but not by what the keys given trust.
+	KindCertificateInvalid: vocab.FindingUntrustedKey,
+	// A session key signs one session: a second is a stolen or replayed key.
+	KindSerialReused: vocab.FindingUntrustedKey,
 
 	KindRecordMalformed:   vocab.FindingMalformedFileContent,
 	KindFormatUnsupported: vocab.FindingMalformedFileContent,

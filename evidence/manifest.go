@@ -144,13 +144,15 @@ func (v *verifier) manifestSigned(list []byte, sig string, signer gossh.PublicKe
 		v.anomaly(KindSignatureInvalid, vocab.ManifestSigFile, -1, -1, "the manifest's signature: %v", err)
 		return false
 	}
-	if kind, why := v.untrusted(pub); kind != "" {
+	// A recovered session's manifest is the restarted sidecar's, signed
+	// with the host key as its recovery statement is (recovery.go).
+	if kind, why := v.untrustedSigner(pub, !v.rep.Finalized); kind != "" {
 		v.anomaly(kind, vocab.ManifestSigFile, -1, -1, "the manifest is %s", why)
 		return false
 	}
 	if signer != nil && !bytes.Equal(pub.Marshal(), signer.Marshal()) {
 		v.anomaly(KindUntrustedKey, vocab.ManifestSigFile, -1, -1, "the manifest is signed by %s, not by %s, which signed the checkpoint that sealed the session",
-			gossh.FingerprintSHA256(pub), gossh.FingerprintSHA256(signer))
+			describeSigner(pub), describeSigner(signer))
 		return false
 	}
 	return true

@@ -64,7 +64,7 @@ func (v *verifier) checkRecovery() {
 		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint signature: %v", err)
 		return
 	}
-	if _, why := v.untrusted(pub); why != "" {
+	if _, why := v.untrustedSigner(pub, true); why != "" {
 		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint %s", why)
 		return
 	}

@@ -95,6 +95,10 @@ type Report struct {
 	// key.
 	Signer       string `json:"signer,omitempty"`
 	SignerSerial string `json:"signer_serial,omitempty"`
+	// SignerCA is the fingerprint of the CA that issued that certificate
+	// (serials are a CA's), for the run's check of serials used twice;
+	// not part of the printed report.
+	SignerCA string `json:"-"`
 	// Records is how many records chain correctly from the start;
 	// SignedRecords how many of those a trusted signature covers.
 	Records       int `json:"records"`
@@ -260,6 +264,8 @@ type verifier struct {
 	// terms is what the session's audit files say of its audit session
 	// and terminals (auditsession.go).
 	terms *sesTerms
+	// signer is what the open record says signs the session (signer.go).
+	signer sessionSigner
 	// lastSigner is the key of the last trusted checkpoint; recovery and
 	// recoverySigner the trusted recovery statement and its checkpoint's
 	// key. The session's manifest must be signed by the key that sealed it
@@ -270,9 +276,10 @@ type verifier struct {
 }
 
 // Verify checks the session in dir against the examiner's trusted and
-// revoked keys (Keys: the sidecar's host public key, and keys revoked): a
-// checkpoint signed by a revoked key ends trust in the chain, even when
-// the key is also listed as trusted. It is the package's one entry point;
+// revoked keys (Keys: the sidecar's host public key, the CA of session
+// keys, and keys revoked): a checkpoint signed by a revoked key ends trust
+// in the chain, even when the key is also listed as trusted, and so does
+// one signed otherwise than the open record says (signer.go). It is the package's one entry point;
 // opts says how the files are read (Options.PTY) and reports progress.
 func Verify(dir string, keys Keys, opts Options) *Report {
 	return verify(sessionFiles{dir: dir, pty: opts.PTY}, keys, opts).rep
@@ -310,7 +317,7 @@ func verify(files sessionFiles, keys Keys, opts Options) (v *verifier) {
 		}
 		rep.Status = rep.verdict(v.recording)
 	}()
-	if len(keys.Trusted) == 0 {
+	if len(keys.Trusted)+len(keys.Authorities) == 0 {
 		v.anomaly(KindNoTrustedKey, "", -1, -1, "no trusted key given: signatures cannot be checked")
 	}
 	// Whether a recorder holds the log is asked before the log is opened:
@@ -483,6 +490,15 @@ func (v *verifier) checkOpen(r *integrity.Record, off int64) bool {
 		return false
 	}
 	v.checkPlacement()
+	signer, err := parseSigner(r.Attrs)
+	if err != nil {
+		v.anomaly(KindRecordMalformed, vocab.LogFile, 0, off, "%v", err)
+		return false
+	}
+	v.signer = signer
+	if signer.cert != nil {
+		v.rep.SignerCA = gossh.FingerprintSHA256(signer.cert.SignatureKey)
+	}
 	n, err := strconv.ParseInt(r.Attrs[vocab.AttrHeaderLen], 10, 64)
 	if err != nil || n <= 0 || n > maxHeaderLen {
 		v.anomaly(KindRecordMalformed, vocab.LogFile, 0, off, "open record has no plausible typescript header length")
@@ -663,21 +679,9 @@ func (v *verifier) claimPrefixes(attrs map[string]string, seq int64) {
 // noteUntrusted counts a checkpoint signed by a key not given.
 func (v *verifier) noteUntrusted(pub gossh.PublicKey) {
 	v.untrustedCount++
-	if fp := gossh.FingerprintSHA256(pub); !slices.Contains(v.untrustedSigners, fp) && len(v.untrustedSigners) < 4 {
+	if fp := describeSigner(pub); !slices.Contains(v.untrustedSigners, fp) && len(v.untrustedSigners) < 4 {
 		v.untrustedSigners = append(v.untrustedSigners, fp)
 	}
-}
-
-// untrusted says why a signing key is not trusted, or "" when it is. A
-// revoked key is refused even when it is also listed as trusted.
-func (v *verifier) untrusted(pub gossh.PublicKey) (Kind, string) {
-	if containsKey(v.keys.Revoked, pub) {
-		return KindRevokedKey, fmt.Sprintf("signed by %s, which is revoked (@revoked in the keys given)", gossh.FingerprintSHA256(pub))
-	}
-	if !containsKey(v.keys.Trusted, pub) {
-		return KindUntrustedKey, fmt.Sprintf("signed by %s, which is not a trusted key", gossh.FingerprintSHA256(pub))
-	}
-	return "", ""
 }
 
 func containsKey(keys []gossh.PublicKey, pub gossh.PublicKey) bool {

@@ -165,6 +165,7 @@ func VerifyRun(runDir string, keys evidence.Keys, opts evidence.Options) *RunRep
 		rr.anomaly(evidence.KindNoSessions, sessions, "no sessions: nothing was verified")
 	}
 	rr.checkRunIDs()
+	rr.checkSerials()
 	ids := make([]string, 0, len(tees))
 	for id := range tees {
 		ids = append(ids, id)
@@ -208,6 +209,40 @@ func (r *RunReport) checkRunIDs() {
 	}
 	if base := filepath.Base(absPath(r.RunDir)); r.RunID != "" && base != r.RunID {
 		r.Notes = append(r.Notes, evidence.Note{Kind: evidence.NoteRunFolderName, Msg: fmt.Sprintf("the sessions are of run %q; the run folder is named %q", r.RunID, base)})
+	}
+}
+
+// checkSerials reports every session of a certificate serial another
+// session of the run was signed with too: a session key signs exactly one
+// session and is destroyed when it is sealed, so a serial seen twice is a
+// key stolen or replayed, and which of the sessions is the genuine one the
+// evidence cannot tell. Only sessions a trusted signature vouches for are
+// counted, their serial bound by the certificate that signed them
+// (package evidence checks the two agree): a session no key vouches for
+// fails on its own, and must not cast doubt on one that is sound.
+// Serials are a CA's, so they are compared with the CA's fingerprint.
+func (r *RunReport) checkSerials() {
+	type serial struct{ ca, serial string }
+	bySerial := map[serial][]*SessionReconciliation{}
+	for _, s := range r.Sessions {
+		rep := s.Report
+		if rep.Signer == vocab.SignerSessionKey && rep.SignerSerial != "" && rep.Signed > 0 {
+			k := serial{rep.SignerCA, rep.SignerSerial}
+			bySerial[k] = append(bySerial[k], s)
+		}
+	}
+	for k, sessions := range bySerial {
+		if len(sessions) < 2 {
+			continue
+		}
+		ids := make([]string, len(sessions))
+		for i, s := range sessions {
+			ids[i] = strconv.Quote(s.SessionID)
+		}
+		for _, s := range sessions {
+			s.anomaly(evidence.KindSerialReused, s.Report.Dir, -1, "sessions %s are all signed by session keys certified with serial %s by the CA %s: a session key signs one session, so the key was stolen or replayed",
+				strings.Join(ids, ", "), k.serial, k.ca)
+		}
 	}
 }
 
