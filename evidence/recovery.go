@@ -64,9 +64,16 @@ func (v *verifier) checkRecovery() {
 		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint signature: %v", err)
 		return
 	}
-	if _, why := v.untrustedSigner(pub, true); why != "" {
+	// The host key signs a session key's recovery only where the
+	// statement says the session's key was gone at the restart.
+	hostKeyStands := rec.Attrs[vocab.AttrSignerFallback] == vocab.FallbackKeyGone
+	if _, why := v.untrustedSigner(pub, hostKeyStands); why != "" {
 		v.anomaly(KindRecoveryInvalid, vocab.RecoveryFile, seq+1, lines[1].off, "recovery checkpoint %s", why)
 		return
+	}
+	signedBy := ""
+	if hostKeyStands && v.signer.cert != nil {
+		signedBy = "; the statement is signed by the host key, the session's own key having been gone at the restart, so it is worth what the host key is"
 	}
 	// The recovery vouches for the log as it found it: a torn last line
 	// it did not state, or stated otherwise, came after it.
@@ -75,8 +82,8 @@ func (v *verifier) checkRecovery() {
 		return
 	}
 	v.recovery, v.recoverySigner = &rec, pub
-	v.anomaly(KindRecovered, vocab.RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s; %s",
-		rec.Time.Format(time.RFC3339), unaccountedStatement(rec.Attrs), v.unsignedStatement(rec.Attrs[vocab.AttrUnsignedRecords]))
+	v.anomaly(KindRecovered, vocab.RecoveryFile, seq, 0, "the sidecar restarted on %s before finalizing; %s; %s%s",
+		rec.Time.Format(time.RFC3339), unaccountedStatement(rec.Attrs), v.unsignedStatement(rec.Attrs[vocab.AttrUnsignedRecords]), signedBy)
 }
 
 // statedTorn and tornAttrs put a recovery record's statement of the

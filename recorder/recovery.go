@@ -65,10 +65,14 @@ func recoverIn(d *sessionDirs, opts Options, now func() time.Time) (_ *recoveryS
 		}
 	}()
 	if key != nil {
-		// The cut is found again trusting the session's own certificate,
-		// which signed its checkpoints: how far they vouch bounds what
-		// the recovery reads. (The first pass named the key.)
-		rep = evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{opts.Signer.PublicKey(), key.PublicKey()}}, evidence.Options{PTY: d.pty})
+		// The cut is found again trusting the CA that certified the
+		// session's own key, which signed its checkpoints: how far they
+		// vouch bounds what the recovery reads (the first pass named the
+		// key). Trust here decides nothing an examiner relies on: the
+		// examiner's verify holds the CA to the one they give.
+		cert := key.PublicKey().(*gossh.Certificate)
+		rep = evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{opts.Signer.PublicKey()},
+			Authorities: []evidence.Authority{{Key: cert.SignatureKey, Principals: cert.ValidPrincipals}}}, evidence.Options{PTY: d.pty})
 	}
 	// The sidecar vouches, at its restart, for the records it wrote before
 	// the crash and had not signed yet: everything that chains.

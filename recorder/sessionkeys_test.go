@@ -64,7 +64,7 @@ func sigKey(t *testing.T, armored string, namespace string, msg []byte) gossh.Pu
 // certificate, every checkpoint and the manifest are signed by it, and
 // once the session is closed the key is gone, file and signer both.
 func TestSessionSignsWithItsOwnKey(t *testing.T) {
-	pool, state, _ := testPool(t, 2)
+	pool, state, ca := testPool(t, 2)
 	opts := testOptions()
 	opts.SessionKeys = pool
 	s := createSession(t, t.TempDir(), Meta{RunID: "run-k", SessionID: "sess-k"}, opts)
@@ -82,9 +82,9 @@ func TestSessionSignsWithItsOwnKey(t *testing.T) {
 		open[vocab.AttrSignerCert] != strings.TrimSpace(string(gossh.MarshalAuthorizedKey(cert))) {
 		t.Fatalf("open record %v: want the session key's certificate and serial", open)
 	}
-	rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: []gossh.PublicKey{cert}}, evidence.Options{})
+	rep := evidence.Verify(s.Dir(), evidence.Keys{Authorities: []evidence.Authority{{Key: ca.PublicKey(), Principals: []string{vocab.SignerPrincipal}}}}, evidence.Options{})
 	if !rep.OK() {
-		t.Fatalf("the session trusting its certificate: %s %v", rep.Status, rep.Anomalies)
+		t.Fatalf("the session trusting its CA: %s %v", rep.Status, rep.Anomalies)
 	}
 	if rep := evidence.Verify(s.Dir(), evidence.Keys{Trusted: []gossh.PublicKey{testOptions().Signer.PublicKey()}}, evidence.Options{}); rep.OK() {
 		t.Fatal("the session verifies with the host key, which signed none of it")
@@ -140,7 +140,7 @@ func TestEmptyPool(t *testing.T) {
 func TestRecoverySignsWithTheSessionsKey(t *testing.T) {
 	for _, keyGone := range []bool{false, true} {
 		t.Run(map[bool]string{false: "key there", true: "key gone"}[keyGone], func(t *testing.T) {
-			pool, state, _ := testPool(t, 1)
+			pool, state, ca := testPool(t, 1)
 			opts := testOptions()
 			opts.SessionKeys = pool
 			root := t.TempDir()
@@ -192,6 +192,16 @@ func TestRecoverySignsWithTheSessionsKey(t *testing.T) {
 			}
 			if entries, _ := os.ReadDir(active); len(entries) != 0 {
 				t.Errorf("active/ holds %d files after the recovery sealed the session", len(entries))
+			}
+			// The examiner's verdict: the cut, stated, trusting the CA
+			// (and the host key, where it signed the statement).
+			keys := evidence.Keys{Authorities: []evidence.Authority{{Key: ca.PublicKey(), Principals: []string{vocab.SignerPrincipal}}}}
+			if keyGone {
+				keys.Trusted = []gossh.PublicKey{testOptions().Signer.PublicKey()}
+			}
+			rep := evidence.Verify(s.Dir(), keys, evidence.Options{})
+			if rep.Status != evidence.StatusUnfinalized || len(rep.Anomalies) != 2 || rep.Anomalies[1].Kind != evidence.KindRecovered {
+				t.Errorf("the recovered session verifies %s %v, want unfinalized with its recovery statement", rep.Status, rep.Anomalies)
 			}
 		})
 	}
