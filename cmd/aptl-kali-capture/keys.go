@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -25,14 +26,16 @@ func init() {
 const maxCAKeyFile = 64 << 10
 
 func runKeys(args []string) int {
-	if len(args) == 0 || (args[0] != "provision" && args[0] != "-h" && args[0] != "-help" && args[0] != "--help") {
+	// Flags without the action are provision's (`keys -h` shows them).
+	switch {
+	case len(args) > 0 && args[0] == "provision":
+		args = args[1:]
+	case len(args) == 0 || !strings.HasPrefix(args[0], "-"):
 		fmt.Fprintln(os.Stderr, "aptl-kali-capture keys: the one action is provision: aptl-kali-capture keys provision --ca CA_KEY --count N --out DIR")
 		return exitUsage
 	}
-	if args[0] == "provision" {
-		args = args[1:]
-	}
-	e := newEnvFlags("keys provision")
+	e := newEnvFlags("keys")
+	e.SetSynopsis(progName + " keys provision --ca CA_KEY [--count N] [--out DIR] [--first-serial S] [--valid-for DURATION] [--ca-passphrase-file FILE]")
 	var caPath, passFile, out string
 	var count int
 	var firstSerial string
@@ -44,23 +47,23 @@ func runKeys(args []string) int {
 	e.String(&firstSerial, "first-serial", "APTL_KEYS_FIRST_SERIAL", "", "the first certificate's serial (default: from the clock, so provisionings a second apart never repeat one)")
 	e.Duration(&validFor, "valid-for", "APTL_KEYS_VALID_FOR", 90*24*time.Hour, "how long the certificates are valid from now (a session must start within it)")
 	if err := e.Parse(args); err != nil {
-		return failUsage("keys provision", err)
+		return failUsage("keys", err)
 	}
 	if caPath == "" {
-		return failUsage("keys provision", e.SettingError("ca", "is required: the CA's private key signs the certificates"))
+		return failUsage("keys", e.SettingError("ca", "is required: the CA's private key signs the certificates"))
 	}
 	if err := cliconfig.CheckRange(e, "count", count, 1, sessionkey.MaxProvision); err != nil {
-		return failUsage("keys provision", err)
+		return failUsage("keys", err)
 	}
 	if err := cliconfig.CheckRange(e, "valid-for", validFor, time.Hour, 10*365*24*time.Hour); err != nil {
-		return failUsage("keys provision", err)
+		return failUsage("keys", err)
 	}
 	now := time.Now()
 	first := sessionkey.DefaultFirstSerial(now)
 	if firstSerial != "" {
 		n, err := strconv.ParseUint(firstSerial, 10, 64)
 		if err != nil {
-			return failUsage("keys provision", e.SettingError("first-serial", "%q is not a serial (a decimal number)", firstSerial))
+			return failUsage("keys", e.SettingError("first-serial", "%q is not a serial (a decimal number)", firstSerial))
 		}
 		first = n
 	}
