@@ -40,7 +40,8 @@ const maxManifestRead = 1 << 30
 // file, or takes its digest from known (path relative to the session
 // folder → SHA-256 hex) where the recorder kept it while writing, signs
 // the list with signer and writes SHA256SUMS and SHA256SUMS.sig in the
-// session folder, each whole or not at all (createWholeIn). A folder
+// session folder, each whole or not at all (createWholeIn); the caller
+// syncs the session folder, which makes their names durable. A folder
 // entry that is neither a folder nor a regular file is an error naming
 // it: the manifest would not describe the folder.
 func writeManifest(d *sessionDirs, signer gossh.Signer, known map[string]string) error {

@@ -130,6 +130,9 @@ func recoverSession(s SessionFolder, opts Options) (outcome RecoveryOutcome, nee
 		outcome.ManifestErr = fmt.Errorf("recorder: no manifest for %s: the restart did not read the %s", d.path, attrs[vocab.AttrNotRead])
 	} else {
 		outcome.ManifestErr = writeManifest(d, seal.signer, recoveredDigests(attrs))
+		if outcome.ManifestErr == nil {
+			outcome.ManifestErr = d.session.Sync() // the manifest's names, durable
+		}
 	}
 	// Sealed: the session's own key signs nothing more, and goes.
 	outcome.KeyDestroyErr = seal.destroy()

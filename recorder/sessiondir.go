@@ -231,9 +231,13 @@ func (d *sessionDirs) createFile(name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), filepath.Join(d.path, ptyDirName, name)), nil
 }
 
-// createWhole creates name in the pty folder holding data (createWholeIn).
+// createWhole creates name in the pty folder holding data (createWholeIn),
+// and syncs the folder, so the name is durable once it returns.
 func (d *sessionDirs) createWhole(name string, data []byte) error {
-	return d.createWholeIn(d.pty, wholeFile{name, data})
+	if err := d.createWholeIn(d.pty, wholeFile{name, data}); err != nil {
+		return err
+	}
+	return d.pty.Sync()
 }
 
 // wholeFile is a file createWholeIn makes: its name and all it holds.
@@ -246,9 +250,11 @@ type wholeFile struct {
 // that its name never holds less than all of its data, whatever moment a
 // crash (a SIGKILL, a power loss) comes at: the data is written to an
 // unnamed file (O_TMPFILE), made durable, and only then linked in under
-// the name (never over an existing file, like createFile), and the folder
-// synced once all are named. A crash before a link leaves no file and no
-// name: the kernel frees the unnamed file. It is for a file whose mere
+// the name (never over an existing file, like createFile). A crash before
+// a link leaves no file and no name: the kernel frees the unnamed file.
+// The names are durable once the caller syncs dir (createWhole does; Close
+// syncs the session's folders anyway, one sync for every name made in
+// them). It is for a file whose mere
 // name is a statement (the recovery file: a start that finds it recovers
 // the session no more; the manifest: sha256sum checks what it lists),
 // which a torn copy would turn into a false one. The files are made
@@ -301,9 +307,9 @@ func (d *sessionDirs) createWholeIn(dir *os.File, files ...wholeFile) error {
 			return fmt.Errorf("recorder: link %s: %w", name, err)
 		}
 		// /proc is missing or refuses: the rest are written under their names.
-		return errors.Join(dir.Sync(), d.createNamedIn(dir, files[i:]...))
+		return d.createNamedIn(dir, files[i:]...)
 	}
-	return dir.Sync()
+	return nil
 }
 
 // createNamedIn is createWholeIn where no unnamed file can be linked:
