@@ -124,6 +124,10 @@ func TestDestroyLeavesNoKey(t *testing.T) {
 	}
 	pid := k.cmd.Process.Pid
 	keyFile := k.file
+	// Its own process group: a ^C meant for serve does not end it first.
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid == syscall.Getpgrp() {
+		t.Errorf("the signer %d is in process group %d (%v), serve's own", pid, pgid, err)
+	}
 	if err := k.Destroy(); err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,8 @@ const (
 
 // SignerCommand is how the sidecar starts a signer child: the program (the
 // sidecar's own executable) and its arguments (its hidden `session-signer`
-// subcommand), and any environment it needs. The key file is its fd 3.
+// subcommand), and its environment (nil: none; the child needs nothing of
+// the sidecar's settings). The key file is its fd 3.
 type SignerCommand struct {
 	Path string
 	Args []string
@@ -173,9 +174,10 @@ func startSigner(command SignerCommand, keyFile *os.File, cert *gossh.Certificat
 		return nil, nil, nil, err
 	}
 	cmd := exec.Command(command.Path, command.Args...)
-	cmd.Env = command.Env
+	cmd.Env = append([]string{}, command.Env...) // never nil: nil would inherit the sidecar's
 	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
 	cmd.ExtraFiles = []*os.File{keyFile}
+	cmd.SysProcAttr = signerProcAttr()
 	err = cmd.Start()
 	stdinR.Close()
 	stdoutW.Close()
