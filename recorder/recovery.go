@@ -61,7 +61,8 @@ func recoverIn(d *sessionDirs, opts Options, now func() time.Time) (_ *recoveryS
 	seal := &recoverySeal{signer: signer, key: key, keyErr: why}
 	defer func() {
 		if err != nil {
-			seal.destroy()
+			// Not sealed: the key stays for the next start's try.
+			seal.release()
 		}
 	}()
 	if key != nil {
@@ -135,6 +136,15 @@ type recoverySeal struct {
 	signer gossh.Signer
 	key    *sessionkey.Key
 	keyErr error
+}
+
+// release ends the session's own key's signer and leaves its file, for a
+// recovery that did not seal the session.
+func (r *recoverySeal) release() {
+	if r.key != nil {
+		r.key.Release()
+		r.key = nil
+	}
 }
 
 // destroy destroys the session's own key, if it signed.

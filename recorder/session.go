@@ -316,8 +316,10 @@ func (s *Session) syncAndClose() error {
 		// the recorder gone finds the manifest too.
 		errs = append(errs, writeManifest(s.dirs, s.signer, s.recordedDigests()))
 	}
-	// Sealed: the session's own key signs nothing more, and goes.
-	errs = append(errs, s.destroyKey(), s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())
+	// Sealed: the session's own key signs nothing more, and goes. Not
+	// sealed (the closing records not all written): the key stays for the
+	// next start's recovery, which signs the cut with it.
+	errs = append(errs, s.sealKey(s.sealed), s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())
 	return errors.Join(errs...)
 }
 

@@ -53,14 +53,23 @@ func sessionSigner(opts Options) (signer gossh.Signer, key *sessionkey.Key, fall
 func (s *Session) KeyFallback() error { return s.keyFallback }
 
 // destroyKey destroys the session's own key, if it has one: the session
-// is sealed (or was never created). Callers hold mu or own s alone.
-func (s *Session) destroyKey() error {
+// was never created. Callers own s alone.
+func (s *Session) destroyKey() error { return s.sealKey(true) }
+
+// sealKey ends the session's own key's signer, if it has one, and
+// destroys the key where the session is sealed; otherwise the key file
+// stays for the recovery (sessionkey.Key.Release). Callers hold mu or own
+// s alone.
+func (s *Session) sealKey(sealed bool) error {
 	if s.key == nil {
 		return nil
 	}
-	err := s.key.Destroy()
+	k := s.key
 	s.key = nil
-	return err
+	if sealed {
+		return k.Destroy()
+	}
+	return k.Release()
 }
 
 // recoverySigner is what signs the recovery statement of a session a

@@ -226,3 +226,56 @@ func crash(t *testing.T, s *Session) {
 		syscall.Kill(s.key.SignerPID(), syscall.SIGKILL)
 	}
 }
+
+// A close that could not write its closing records (here, a log that can
+// take no write) leaves the session unsealed: its key's signer ends, but
+// the key stays in active/ for the next start's recovery, which signs
+// the cut with it, so an examiner who trusts the CA alone reads the cut,
+// not a forgery.
+func TestUnsealedCloseKeepsTheKeyForTheRecovery(t *testing.T) {
+	pool, state, ca := testPool(t, 1)
+	opts := testOptions()
+	opts.SessionKeys = pool
+	root := t.TempDir()
+	s, err := Create(root, Meta{RunID: "run-u", SessionID: "sess-u"}, opts)
+	mustOK(t, err)
+	pid := s.key.SignerPID()
+	mustOK(t, s.Output([]byte("before the log went away\r\n")))
+	s.mu.Lock()
+	mustOK(t, s.checkpointAndSync())
+	s.log.Close() // every later write of the log fails
+	s.mu.Unlock()
+	if err := s.Close(0); err == nil {
+		t.Fatal("Close with a log that takes no write succeeded")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the unsealed session's signer %d still runs (kill 0: %v)", pid, err)
+	}
+	active := filepath.Join(state, sessionkey.Dir, sessionkey.ActiveDir)
+	if entries, _ := os.ReadDir(active); len(entries) != 2 {
+		t.Fatalf("active/ holds %d files after an unsealed close, want the key and its certificate", len(entries))
+	}
+	sessions, err := ListSessions(root)
+	mustOK(t, err)
+	var out []RecoveryOutcome
+	RecoverSessions(t.Context(), sessions, opts, func(o RecoveryOutcome) { out = append(out, o) })
+	if len(out) != 1 || out[0].Err != nil || out[0].KeyErr != nil {
+		t.Fatalf("recovery outcomes %+v, want the session recovered with its own key", out)
+	}
+	if entries, _ := os.ReadDir(active); len(entries) != 0 {
+		t.Errorf("active/ holds %d files after the recovery sealed the session", len(entries))
+	}
+	rep := evidence.Verify(s.Dir(), evidence.Keys{Authorities: []evidence.Authority{{Key: ca.PublicKey(), Principals: []string{vocab.SignerPrincipal}}}}, evidence.Options{})
+	if rep.Status != evidence.StatusUnfinalized || !hasRecovered(rep) {
+		t.Fatalf("trusting the CA alone: %s %v, want unfinalized with the recovery statement", rep.Status, rep.Anomalies)
+	}
+}
+
+func hasRecovered(rep *evidence.Report) bool {
+	for _, a := range rep.Anomalies {
+		if a.Kind == evidence.KindRecovered {
+			return true
+		}
+	}
+	return false
+}

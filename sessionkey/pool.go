@@ -101,8 +101,17 @@ func readLedger(f *os.File) (map[uint64]bool, error) {
 // A spare being readied is destroyed when it is.
 func (p *Pool) Close() error {
 	p.mu.Lock()
+	p.closed = true
+	if p.readying {
+		// The key being readied is activated under mu, with the ledger:
+		// it must not find the ledger closed.
+		done := p.readyDone
+		p.mu.Unlock()
+		<-done
+		p.mu.Lock()
+	}
 	spare := p.spare
-	p.spare, p.closed = nil, true
+	p.spare = nil
 	p.mu.Unlock()
 	var err error
 	if spare != nil {
@@ -153,6 +162,10 @@ func (p *Pool) list() ([]uint64, error) {
 // it (DestroyLeftovers): it cost a key, never a second use.
 func (p *Pool) Take() (*Key, error) {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errors.New("sessionkey: the pool is closed")
+	}
 	if p.spare == nil && p.readying {
 		// The key being readied is this session's: waiting for it is
 		// no longer than readying one, and the pool's last key is not
@@ -216,8 +229,10 @@ func (p *Pool) stillUsable(k *Key) error {
 	if now < k.cert.ValidAfter || (k.cert.ValidBefore != gossh.CertTimeInfinity && now >= k.cert.ValidBefore) {
 		return errors.New("expired while ready")
 	}
-	if k.cmd.ProcessState != nil {
+	select {
+	case <-k.exited:
 		return errors.New("its signer exited")
+	default:
 	}
 	return nil
 }
@@ -251,10 +266,18 @@ func (p *Pool) activateNext() (uint64, *gossh.Certificate, error) {
 		serial := p.pending[0]
 		p.pending = p.pending[1:]
 		cert, err := p.usable(serial)
-		if errors.Is(err, os.ErrNotExist) {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
 			continue // taken meanwhile, or removed by the operator
-		}
-		if err != nil {
+		case errors.Is(err, errNotYet):
+			continue // stays in the pool for a later Take
+		case errors.Is(err, errUsedBefore):
+			// A copy of a key that signed a session: kept anywhere, it
+			// could re-sign that session. It is destroyed, not set aside.
+			derr := p.destroyFiles(serial, filepath.Join(p.dir, PoolDir, keyName(serial)))
+			p.told(serial, errors.Join(err, derr).Error()+"; destroyed")
+			continue
+		case err != nil:
 			p.refuse(serial, PoolDir, err.Error())
 			continue
 		}
@@ -272,7 +295,7 @@ func (p *Pool) usable(serial uint64) (*gossh.Certificate, error) {
 		return nil, err
 	}
 	if p.used[serial] {
-		return nil, fmt.Errorf("serial %d was used before (%s)", serial, LedgerFile)
+		return nil, fmt.Errorf("serial %d: %w (%s)", serial, errUsedBefore, LedgerFile)
 	}
 	cert, err := readCert(filepath.Join(p.dir, PoolDir, certName(serial)))
 	if err != nil {
@@ -285,11 +308,23 @@ func (p *Pool) usable(serial uint64) (*gossh.Certificate, error) {
 		return nil, fmt.Errorf("the certificate is not a user certificate for %s", vocab.SignerPrincipal)
 	}
 	now := uint64(p.now().Unix())
-	if now < cert.ValidAfter || (cert.ValidBefore != gossh.CertTimeInfinity && now >= cert.ValidBefore) {
-		return nil, fmt.Errorf("the certificate is valid from %s to %s, not now", certTime(cert.ValidAfter), certTime(cert.ValidBefore))
+	if now < cert.ValidAfter {
+		return nil, fmt.Errorf("%w: the certificate is valid from %s", errNotYet, certTime(cert.ValidAfter))
+	}
+	if cert.ValidBefore != gossh.CertTimeInfinity && now >= cert.ValidBefore {
+		return nil, fmt.Errorf("the certificate expired at %s", certTime(cert.ValidBefore))
 	}
 	return cert, nil
 }
+
+// errUsedBefore and errNotYet are two of usable's refusals: a serial in
+// the ledger, and a certificate whose window has not begun (the key
+// stays in the pool: a sidecar's clock behind the operator's does not
+// burn it).
+var (
+	errUsedBefore = errors.New("used before")
+	errNotYet     = errors.New("not valid yet")
+)
 
 func certTime(t uint64) string {
 	if t == gossh.CertTimeInfinity {
@@ -352,10 +387,21 @@ func (p *Pool) start(serial uint64, cert *gossh.Certificate) (*Key, error) {
 	cmd, in, out, err := startSigner(p.cmd, f, cert)
 	f.Close()
 	if err != nil {
-		p.refuse(serial, ActiveDir, err.Error())
+		// An active key is in the ledger: it signs nothing more. It is
+		// destroyed, never set aside where it would stay a live key
+		// (for a resumed one: the key of the session it would recover).
+		derr := p.destroyFiles(serial, file)
+		p.told(serial, errors.Join(err, derr).Error()+"; destroyed")
 		return nil, fmt.Errorf("sessionkey: key %d: %w", serial, err)
 	}
-	return &Key{cert: cert, serial: serial, file: file, dir: p, cmd: cmd, in: in, out: out}, nil
+	k := &Key{cert: cert, serial: serial, file: file, dir: p, cmd: cmd, in: in, out: out, exited: make(chan struct{})}
+	// One waiter for the child's whole life: a spare whose signer died
+	// (killed, out of memory) is known to, and is never handed over.
+	go func() {
+		k.waitErr = cmd.Wait()
+		close(k.exited)
+	}()
+	return k, nil
 }
 
 // Resume starts the signer of a key left in active/ by a sidecar that
@@ -432,11 +478,18 @@ func (p *Pool) destroyFiles(serial uint64, file string) error {
 	return nil
 }
 
-// refuse sets serial's files in from/ aside in refused/.
+// refuse sets serial's files in from/ aside in refused/: a key never
+// used, whose certificate the sidecar may not sign with (the operator's
+// to look at, and a live key still: refused/ is as private as pool/).
 func (p *Pool) refuse(serial uint64, from, reason string) {
 	for _, name := range []string{keyName(serial), certName(serial)} {
 		os.Rename(filepath.Join(p.dir, from, name), filepath.Join(p.dir, RefusedDir, name))
 	}
+	p.told(serial, reason)
+}
+
+// told tells OnRefuse of a key not used, and why.
+func (p *Pool) told(serial uint64, reason string) {
 	if p.OnRefuse != nil {
 		p.OnRefuse(serial, reason)
 	}

@@ -186,8 +186,14 @@ func TestEachKeyIsUsedOnce(t *testing.T) {
 		if _, err := q.Take(); !errors.Is(err, ErrPoolEmpty) {
 			t.Fatalf("restart %v: Take of a pool of used keys = %v, want ErrPoolEmpty", restart, err)
 		}
-		if len(refused) != 2 || !strings.Contains(refused[0], "was used before") {
-			t.Fatalf("restart %v: refused %v, want both keys for their used serials", restart, refused)
+		if len(refused) != 2 || !strings.Contains(refused[0], "used before") || !strings.HasSuffix(refused[0], "destroyed") {
+			t.Fatalf("restart %v: refused %v, want both keys destroyed for their used serials", restart, refused)
+		}
+		// A copy of a used key could re-sign its session: none is kept.
+		for _, sub := range []string{PoolDir, ActiveDir, RefusedDir} {
+			if names := listNames(t, filepath.Join(state, Dir, sub)); len(names) != 0 {
+				t.Fatalf("restart %v: %s/ holds %v after the used keys were put back", restart, sub, names)
+			}
 		}
 	}
 }
@@ -203,6 +209,7 @@ func TestUnusableKeysAreSetAside(t *testing.T) {
 	copyFile(t, filepath.Join(pool, certName(2)), filepath.Join(pool, certName(1)))
 	copyFile(t, filepath.Join(pool, keyName(3)), filepath.Join(pool, keyName(2)))
 	mustOK(t, os.Remove(filepath.Join(pool, keyName(3))))
+	mustOK(t, os.Remove(filepath.Join(pool, certName(3))))
 	p := openPool(t, state)
 	var refused []string
 	p.OnRefuse = func(serial uint64, reason string) { refused = append(refused, reason) }
@@ -216,8 +223,15 @@ func TestUnusableKeysAreSetAside(t *testing.T) {
 	if _, err := p.Take(); !errors.Is(err, ErrPoolEmpty) {
 		t.Fatalf("second Take = %v, want ErrPoolEmpty", err)
 	}
-	if names := listNames(t, filepath.Join(state, Dir, RefusedDir)); len(names) != 4 {
-		t.Errorf("refused/ holds %v, want the two keys and their certificates", names)
+	// Key 1, never activated, is set aside for the operator; key 2 was
+	// activated (in the ledger) and is destroyed, never kept.
+	if names := listNames(t, filepath.Join(state, Dir, RefusedDir)); len(names) != 2 || names[0] != keyName(1) {
+		t.Errorf("refused/ holds %v, want key 1 and its certificate", names)
+	}
+	for _, sub := range []string{PoolDir, ActiveDir} {
+		if names := listNames(t, filepath.Join(state, Dir, sub)); len(names) != 0 {
+			t.Errorf("%s/ holds %v, want key 2 destroyed", sub, names)
+		}
 	}
 
 	expired, _ := provisioned(t, 1, 9)
@@ -240,7 +254,7 @@ func TestResumeAndLeftovers(t *testing.T) {
 	// The sidecar stops: its children end with it, the keys stay.
 	for _, k := range []*Key{a, b} {
 		k.cmd.Process.Kill()
-		k.cmd.Wait()
+		<-k.exited
 	}
 	p.Close()
 

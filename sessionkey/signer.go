@@ -56,10 +56,12 @@ type Key struct {
 	dir     *Pool
 	mu      sync.Mutex
 	cmd     *exec.Cmd
-	in      *os.File // the child's stdin, our end
-	out     *os.File // the child's stdout, our end
-	gone    bool     // destroyed
-	failErr error    // a protocol failure: every later Sign fails too
+	in      *os.File      // the child's stdin, our end
+	out     *os.File      // the child's stdout, our end
+	gone    bool          // destroyed
+	failErr error         // a protocol failure: every later Sign fails too
+	exited  chan struct{} // closed when the child has exited; waitErr then says how
+	waitErr error
 }
 
 // PublicKey is the certificate.
@@ -137,20 +139,34 @@ func (k *Key) Destroy() error {
 	return errors.Join(err, k.dir.destroyFiles(k.serial, k.file))
 }
 
+// Release ends the signer child and leaves the key file in active/: the
+// session it signs was not sealed (its closing records were not all
+// written), and the next start's recovery signs its statement with it,
+// then destroys it. A second call, or Destroy after it, only removes.
+func (k *Key) Release() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.gone || k.cmd == nil {
+		return nil
+	}
+	err := k.stopChild()
+	k.cmd = nil
+	return err
+}
+
 func (k *Key) stopChild() error {
 	if k.cmd == nil {
 		return nil
 	}
 	k.in.Close()
-	done := make(chan error, 1)
-	go func() { done <- k.cmd.Wait() }()
 	var err error
 	select {
-	case err = <-done:
+	case <-k.exited:
+		err = k.waitErr
 	case <-time.After(exitWait):
 		k.cmd.Process.Kill()
 		err = fmt.Errorf("sessionkey: key %d: the signer did not exit within %v of its input's end; killed", k.serial, exitWait)
-		<-done
+		<-k.exited
 	}
 	k.out.Close()
 	var exit *exec.ExitError
