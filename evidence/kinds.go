@@ -78,6 +78,7 @@ const (
 	KindNoSessions        Kind = "no-sessions"         // a run folder with no session
 	KindRunMismatch       Kind = "run-mismatch"        // a session recorded for another run than the others
 	KindSerialReused      Kind = "serial-reused"       // two sessions signed by session keys of one certificate serial
+	KindSerialOutOfOrder  Kind = "serial-out-of-order" // a session's serial is above that of a session started well after it
 	KindTeeWithoutSession Kind = "tee-without-session" // a tee whose session is not in the run
 	KindTeeMalformed      Kind = "tee-malformed"       // a tee line that does not parse
 	KindTeeMismatch       Kind = "tee-mismatch"        // what the client logged differs from what the sidecar recorded
@@ -93,7 +94,7 @@ var Kinds = []Kind{
 	KindCloseUnsigned, KindCountMismatch, KindTimingMalformed, KindTimingTotals,
 	KindRecovered, KindRecoveryInvalid, KindPcapMissing, KindPcapExtra, KindAuditMissing, KindAuditExtra, KindAuditForeignSes, KindVerifierStopped,
 	KindManifestMalformed, KindManifestMismatch, KindManifestMissingFile, KindManifestUnlisted,
-	KindNotASession, KindNoSessions, KindRunMismatch, KindSerialReused, KindTeeWithoutSession,
+	KindNotASession, KindNoSessions, KindRunMismatch, KindSerialReused, KindSerialOutOfOrder, KindTeeWithoutSession,
 	KindTeeMalformed, KindTeeMismatch, KindNotReconciled,
 }
 
@@ -161,7 +162,8 @@ var kindClasses = map[Kind]string{
 	// nothing: signed, but not by what the keys given trust.
 	KindCertificateInvalid: vocab.FindingUntrustedKey,
 	// A session key signs one session: a second is a stolen or replayed key.
-	KindSerialReused: vocab.FindingUntrustedKey,
+	KindSerialReused:     vocab.FindingUntrustedKey,
+	KindSerialOutOfOrder: vocab.FindingUntrustedKey,
 
 	KindRecordMalformed:   vocab.FindingMalformedFileContent,
 	KindFormatUnsupported: vocab.FindingMalformedFileContent,

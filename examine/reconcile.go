@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aptl/aptl-kali-capture/evidence"
 	"github.com/aptl/aptl-kali-capture/integrity"
@@ -166,6 +167,7 @@ func VerifyRun(runDir string, keys evidence.Keys, opts evidence.Options) *RunRep
 	}
 	rr.checkRunIDs()
 	rr.checkSerials()
+	rr.checkSerialOrder()
 	ids := make([]string, 0, len(tees))
 	for id := range tees {
 		ids = append(ids, id)
@@ -242,6 +244,50 @@ func (r *RunReport) checkSerials() {
 		for _, s := range sessions {
 			s.anomaly(evidence.KindSerialReused, s.Report.Dir, -1, "sessions %s are all signed by session keys certified with serial %s by the CA %s: a session key signs one session, so the key was stolen or replayed",
 				strings.Join(ids, ", "), k.serial, k.ca)
+		}
+	}
+}
+
+// serialSkew is how far apart two sessions' starts may lie in the wrong
+// order of their serials: sessions opened together take their keys in
+// one order and write their open records in another.
+const serialSkew = 2 * time.Second
+
+// checkSerialOrder reports the sessions whose serial is out of the order
+// of their starts. The pool hands its keys out lowest serial first, and
+// provisionings number from the clock, so a session of one CA that
+// started well after another has the higher serial. A thief who copied an
+// unused key from the pool and re-signed an earlier session with it
+// breaks that order against every session started after it: the copied
+// serial is above all of theirs. Only sessions a trusted signature
+// vouches for are compared, as in checkSerials.
+func (r *RunReport) checkSerialOrder() {
+	type signed struct {
+		s      *SessionReconciliation
+		serial uint64
+	}
+	byCA := map[string][]signed{}
+	for _, s := range r.Sessions {
+		rep := s.Report
+		if rep.Signer != vocab.SignerSessionKey || rep.Signed == 0 || rep.Started.IsZero() {
+			continue
+		}
+		n, err := strconv.ParseUint(rep.SignerSerial, 10, 64)
+		if err != nil {
+			continue // record-malformed already (package evidence)
+		}
+		byCA[rep.SignerCA] = append(byCA[rep.SignerCA], signed{s, n})
+	}
+	for ca, sessions := range byCA {
+		slices.SortFunc(sessions, func(a, b signed) int { return a.s.Report.Started.Compare(b.s.Report.Started) })
+		for i, a := range sessions {
+			for _, b := range sessions[i+1:] {
+				if a.serial > b.serial && b.s.Report.Started.Sub(a.s.Report.Started) > serialSkew {
+					a.s.anomaly(evidence.KindSerialOutOfOrder, a.s.Report.Dir, -1, "started %s with serial %d of the CA %s, before session %q, which started %s with the lower serial %d: the pool hands keys out lowest first, so this session's key was taken later than its start says (a pool key copied and used to re-sign it)",
+						a.s.Report.Started.Format(time.RFC3339), a.serial, ca, b.s.SessionID, b.s.Report.Started.Format(time.RFC3339), b.serial)
+					break
+				}
+			}
 		}
 	}
 }
