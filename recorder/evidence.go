@@ -350,10 +350,7 @@ func (s *Session) closeEvidence(exitCode int, extra []Header, failure error) err
 // and hashed as it wrote them, by their path in the session folder: the
 // manifest takes them rather than read the transcript back.
 func (s *Session) recordedDigests() map[string]string {
-	return map[string]string{
-		vocab.PTYDir + "/" + vocab.TypescriptFile: hex.EncodeToString(s.ts.sum.Sum(nil)),
-		vocab.PTYDir + "/" + vocab.TimingFile:     hex.EncodeToString(s.tm.sum.Sum(nil)),
-	}
+	return transcriptDigests(hex.EncodeToString(s.ts.sum.Sum(nil)), hex.EncodeToString(s.tm.sum.Sum(nil)))
 }
 
 // storable splits p at the size cap: what may still be stored, and the rest,

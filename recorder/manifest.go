@@ -124,6 +124,15 @@ func appendFolder(entries []sha256sums.Entry, dir *os.File, name string, known m
 	return entries, nil
 }
 
+// transcriptDigests are the typescript's and timing file's digests by
+// their path in the session folder, as the manifest takes them.
+func transcriptDigests(typescript, timing string) map[string]string {
+	return map[string]string{
+		vocab.PTYDir + "/" + vocab.TypescriptFile: typescript,
+		vocab.PTYDir + "/" + vocab.TimingFile:     timing,
+	}
+}
+
 // readDirIn lists the open folder dir, called name in errors, from its
 // start, bounded.
 func readDirIn(dir *os.File, name string) ([]os.DirEntry, error) {

@@ -142,10 +142,8 @@ func TestRecoveryLeavesAFoundManifestAlone(t *testing.T) {
 	dir := crashedSession(t, root)
 	planted := []byte("not the sidecar's\n")
 	mustOK(t, os.WriteFile(filepath.Join(dir, vocab.ManifestFile), planted, 0o600))
-	sessions, err := ListSessions(root)
+	outcomes, err := recoverAll(root, testOptions())
 	mustOK(t, err)
-	var outcomes []RecoveryOutcome
-	RecoverSessions(t.Context(), sessions, testOptions(), func(o RecoveryOutcome) { outcomes = append(outcomes, o) })
 	if len(outcomes) != 1 || outcomes[0].Err != nil || outcomes[0].ManifestErr == nil || !strings.Contains(outcomes[0].ManifestErr.Error(), vocab.ManifestFile+": file already exists") {
 		t.Fatalf("outcomes %+v: want the session recovered, and no manifest written over the one found", outcomes)
 	}

@@ -161,10 +161,7 @@ func (r *recoverySeal) destroy() error {
 // states, which it read the files whole for, by their path in the session
 // folder: the manifest takes them rather than read the files again.
 func recoveredDigests(attrs map[string]string) map[string]string {
-	return map[string]string{
-		vocab.PTYDir + "/" + vocab.TypescriptFile: attrs[vocab.AttrTSSHA256],
-		vocab.PTYDir + "/" + vocab.TimingFile:     attrs[vocab.AttrTMSHA256],
-	}
+	return transcriptDigests(attrs[vocab.AttrTSSHA256], attrs[vocab.AttrTMSHA256])
 }
 
 // tailAttrs describes the typescript bytes from off on, which no verified

@@ -17,17 +17,26 @@ import (
 // need it (RecoverSessions, as serve's startup does), returning the
 // directories it recovered and the errors joined.
 func recoverUnfinalized(root string, opts Options) ([]string, error) {
-	sessions, err := ListSessions(root)
+	outcomes, err := recoverAll(root, opts)
 	errs := []error{err}
 	var recovered []string
-	RecoverSessions(context.Background(), sessions, opts, func(o RecoveryOutcome) {
+	for _, o := range outcomes {
 		if o.Err != nil {
 			errs = append(errs, fmt.Errorf("recorder: %s: %w", o.Dir, o.Err))
-			return
+			continue
 		}
 		recovered = append(recovered, o.Dir)
-	})
+	}
 	return recovered, errors.Join(errs...)
+}
+
+// recoverAll recovers the sessions under root as a start does, and
+// returns every outcome reported.
+func recoverAll(root string, opts Options) ([]RecoveryOutcome, error) {
+	sessions, err := ListSessions(root)
+	var out []RecoveryOutcome
+	RecoverSessions(context.Background(), sessions, opts, func(o RecoveryOutcome) { out = append(out, o) })
+	return out, err
 }
 
 // crashedSession records a little, makes it durable and signed, then lets
@@ -41,21 +50,7 @@ func crashedSession(t *testing.T, root string) string {
 	if err := s.Output([]byte("hello\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true // no tick from here on
-	if s.tick != nil {
-		s.tick.Stop()
-	}
-	if err := s.checkpointAndSync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.closeRecordFiles(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.dirs.close(); err != nil {
-		t.Fatal(err)
-	}
+	crash(t, s)
 	return s.Dir()
 }
 

@@ -160,10 +160,8 @@ func TestRecoverySignsWithTheSessionsKey(t *testing.T) {
 			mustOK(t, err)
 			defer restarted.Close()
 			opts.SessionKeys = restarted
-			sessions, err := ListSessions(root)
+			out, err := recoverAll(root, opts)
 			mustOK(t, err)
-			var out []RecoveryOutcome
-			RecoverSessions(t.Context(), sessions, opts, func(o RecoveryOutcome) { out = append(out, o) })
 			if len(out) != 1 || out[0].Err != nil || out[0].ManifestErr != nil || out[0].KeyDestroyErr != nil || (out[0].KeyErr != nil) != keyGone {
 				t.Fatalf("outcomes %+v", out)
 			}
@@ -207,8 +205,9 @@ func TestRecoverySignsWithTheSessionsKey(t *testing.T) {
 	}
 }
 
-// crash lets s's files go without a close record, as a killed sidecar
-// leaves them; its signer child dies with the sidecar.
+// crash makes s durable and signed, then lets its files go without a
+// close record, as a killed sidecar leaves them; its signer child dies
+// with the sidecar.
 func crash(t *testing.T, s *Session) {
 	t.Helper()
 	s.mu.Lock()
@@ -255,10 +254,8 @@ func TestUnsealedCloseKeepsTheKeyForTheRecovery(t *testing.T) {
 	if entries, _ := os.ReadDir(active); len(entries) != 2 {
 		t.Fatalf("active/ holds %d files after an unsealed close, want the key and its certificate", len(entries))
 	}
-	sessions, err := ListSessions(root)
+	out, err := recoverAll(root, opts)
 	mustOK(t, err)
-	var out []RecoveryOutcome
-	RecoverSessions(t.Context(), sessions, opts, func(o RecoveryOutcome) { out = append(out, o) })
 	if len(out) != 1 || out[0].Err != nil || out[0].KeyErr != nil {
 		t.Fatalf("recovery outcomes %+v, want the session recovered with its own key", out)
 	}

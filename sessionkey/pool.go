@@ -102,16 +102,9 @@ func readLedger(f *os.File) (map[uint64]bool, error) {
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	if p.readying {
-		// The key being readied is activated under mu, with the ledger:
-		// it must not find the ledger closed.
-		done := p.readyDone
-		p.mu.Unlock()
-		<-done
-		p.mu.Lock()
-	}
-	spare := p.spare
-	p.spare = nil
+	// The key being readied is activated under mu, with the ledger: it
+	// must not find the ledger closed.
+	spare := p.takeSpare()
 	p.mu.Unlock()
 	var err error
 	if spare != nil {
@@ -166,17 +159,10 @@ func (p *Pool) Take() (*Key, error) {
 		p.mu.Unlock()
 		return nil, errors.New("sessionkey: the pool is closed")
 	}
-	if p.spare == nil && p.readying {
-		// The key being readied is this session's: waiting for it is
-		// no longer than readying one, and the pool's last key is not
-		// missed for being on its way.
-		done := p.readyDone
-		p.mu.Unlock()
-		<-done
-		p.mu.Lock()
-	}
-	spare := p.spare
-	p.spare = nil
+	// The key being readied is this session's: waiting for it is no
+	// longer than readying one, and the pool's last key is not missed for
+	// being on its way.
+	spare := p.takeSpare()
 	p.mu.Unlock()
 	if spare != nil {
 		if err := p.stillUsable(spare); err == nil {
@@ -192,6 +178,21 @@ func (p *Pool) Take() (*Key, error) {
 		p.ready()
 	}
 	return k, err
+}
+
+// takeSpare waits for a key being readied, if no spare is ready yet, and
+// takes the spare (nil if there is none). Callers hold mu; it releases
+// it while waiting.
+func (p *Pool) takeSpare() *Key {
+	if p.spare == nil && p.readying {
+		done := p.readyDone
+		p.mu.Unlock()
+		<-done
+		p.mu.Lock()
+	}
+	spare := p.spare
+	p.spare = nil
+	return spare
 }
 
 // ready readies a spare key in the background, unless one is ready or

@@ -125,21 +125,13 @@ func trimNewline(b []byte) []byte {
 	return b
 }
 
-// readBounded reads a whole file of at most limit bytes.
+// readBounded reads a whole file of at most limit bytes (readKeyFile),
+// refusing a larger one.
 func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	data, err := readKeyFile(path, limit+1)
+	if err == nil && int64(len(data)) > limit {
+		clear(data)
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > limit {
-		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", path, limit)
-	}
-	data := make([]byte, fi.Size())
-	_, err = f.ReadAt(data, 0)
 	return data, err
 }

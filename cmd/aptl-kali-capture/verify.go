@@ -177,7 +177,7 @@ func runOutput(rr *examine.RunReport) verifyOutput {
 func loadTrustedKeys(paths []string) (evidence.Keys, error) {
 	var keys evidence.Keys
 	for _, p := range paths {
-		data, err := readKeyFile(p)
+		data, err := readKeyFile(p, maxKeyFileRead)
 		if errors.Is(err, fs.ErrNotExist) {
 			return keys, fmt.Errorf("--key: %w; %s", err, hostKeyWhere)
 		}
@@ -197,13 +197,16 @@ func loadTrustedKeys(paths []string) (evidence.Keys, error) {
 // refuses anything larger than its own, smaller bound.
 const maxKeyFileRead = 8 << 20
 
-func readKeyFile(path string) ([]byte, error) {
+// readKeyFile reads at most limit bytes of a key file (a regular file,
+// or a pipe: verify --key <(...)), for the key parsers, which refuse what
+// is larger than they take.
+func readKeyFile(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, maxKeyFileRead))
+	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // printLine writes one line of the text report. Run and session ids,
