@@ -25,6 +25,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/witnessbudget"
 	"github.com/aptl/aptl-kali-capture/launch"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/ship"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -133,6 +134,9 @@ type Config struct {
 	// (recorder.Options says how); nil: the host key signs every session.
 	SessionKeys     recorder.KeySource
 	HostKeyFallback bool
+	// Shipper ships each session's evidence off the box while it runs
+	// (package ship); nil: the local volume only.
+	Shipper *ship.Shipper
 }
 
 func (c *Config) check() error {
@@ -277,7 +281,17 @@ func (srv *Server) Serve(ln net.Listener) error {
 		defer close(stop)
 		go guard.run(stop)
 	}
-	return srv.ssh.Serve(newGateListener(ln, srv.gate, srv.drops, srv.log))
+	err = srv.ssh.Serve(newGateListener(ln, srv.gate, srv.drops, srv.log))
+	// A Shutdown that closed ln before the SSH server took it (the guard
+	// is installed in between) ends Serve with the listener's error: it
+	// is the closed server all the same.
+	srv.mu.Lock()
+	closing := srv.closing
+	srv.mu.Unlock()
+	if closing && err != nil {
+		return ErrServerClosed
+	}
+	return err
 }
 
 // UnauthenticatedConns reports the open connections that have not
@@ -539,7 +553,8 @@ func (srv *Server) release(ss *session) {
 
 func (srv *Server) recorderOptions() recorder.Options {
 	return recorder.Options{Signer: srv.cfg.HostKey, Sync: srv.cfg.Sync, MaxBytes: srv.cfg.MaxTranscriptBytes, Witnesses: srv.cfg.Witnesses,
-		Disk: srv.cfg.Disk, Budget: srv.cfg.WitnessBudget, SessionKeys: srv.cfg.SessionKeys, HostKeyFallback: srv.cfg.HostKeyFallback}
+		Disk: srv.cfg.Disk, Budget: srv.cfg.WitnessBudget, SessionKeys: srv.cfg.SessionKeys, HostKeyFallback: srv.cfg.HostKeyFallback,
+		Shipper: srv.cfg.Shipper}
 }
 
 // nextAnonID returns a fresh generated session id, for a session that
