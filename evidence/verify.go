@@ -120,6 +120,11 @@ type Report struct {
 	LastVerifiedOffset int64 `json:"last_verified_ts_offset"`
 	// ChainedOffset is the typescript offset the chained records reach.
 	ChainedOffset int64 `json:"chained_ts_offset"`
+	// ShippedSegments counts the chain's shipped records (package ship),
+	// Shipped lists them for verify --shipped, which holds them to the
+	// bucket.
+	ShippedSegments int           `json:"shipped_segments,omitempty"`
+	Shipped         []ShippedPart `json:"-"`
 	// Pcap is the packet capture's state and files (pcap.go); nil when
 	// the session predates it.
 	Pcap *PcapReport `json:"pcap,omitempty"`
@@ -555,8 +560,36 @@ func (v *verifier) checkRecord(r *integrity.Record, seq, off int64) bool {
 		v.noteAuditSession(r, seq, off)
 	case vocab.TypeUnattributed:
 		v.noteUnattributed(r, seq, off)
+	case vocab.TypeShipped:
+		v.noteShipped(r, seq)
 	}
 	return true
+}
+
+// ShippedPart is a shipped record: a segment of a session file the
+// object store acknowledged, where it lies in the file and its SHA-256.
+type ShippedPart struct {
+	Seq    int64
+	File   string
+	Part   int
+	Offset int64
+	Length int64
+	SHA256 string
+	ETag   string
+}
+
+// noteShipped lists a shipped record; one whose numbers do not parse is
+// counted and not listed, and verify --shipped says so.
+func (v *verifier) noteShipped(r *integrity.Record, seq int64) {
+	v.rep.ShippedSegments++
+	a := r.Attrs
+	part, err1 := strconv.Atoi(a[vocab.AttrShipPart])
+	off, err2 := strconv.ParseInt(a[vocab.AttrShipOffset], 10, 64)
+	n, err3 := strconv.ParseInt(a[vocab.AttrShipLength], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || part < 1 || off < 0 || n < 0 {
+		return
+	}
+	v.rep.Shipped = append(v.rep.Shipped, ShippedPart{Seq: seq, File: a[vocab.AttrFile], Part: part, Offset: off, Length: n, SHA256: a[vocab.AttrSHA256], ETag: a[vocab.AttrShipETag]})
 }
 
 // noteGap lists a gap record in the report: lost or unstored data is

@@ -66,6 +66,20 @@ const (
 	// The character is not client input: no data record or timing line
 	// counts it.
 	TypePTYEOF = "pty-eof"
+	// TypeShipped is the acknowledgement of one segment of a session file
+	// that the object store took (package ship): AttrFile, AttrShipPart,
+	// AttrShipOffset, AttrShipLength, AttrSHA256, AttrShipETag.
+	TypeShipped = "shipped"
+)
+
+// Attributes of the shipped record (AttrFile and AttrSHA256 too): the
+// segment's number among its file's (from 1), where it starts in the
+// file, its length, and the store's entity tag of the object it became.
+const (
+	AttrShipPart   = "part"
+	AttrShipOffset = "offset"
+	AttrShipLength = "length"
+	AttrShipETag   = "etag"
 )
 
 // Attributes and reasons of the pty-eof record.
@@ -91,6 +105,7 @@ var RecordTypes = []string{
 	TypeOpen, TypeData, TypeRequest, TypeResize, TypeAnnotate,
 	TypeEventsDropped, TypePTYEOF, TypeGap, TypeCheckpoint, TypeClose, TypeRecovery,
 	TypePcapFile, TypeAuditFile, TypeAuditSession, TypeUnattributed, TypeDisk,
+	TypeShipped,
 }
 
 // Streams of data records: what the client sent, what the session printed
