@@ -23,6 +23,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/wholewrite"
 	"github.com/aptl/aptl-kali-capture/internal/witnessbudget"
 	"github.com/aptl/aptl-kali-capture/internal/writeback"
+	"github.com/aptl/aptl-kali-capture/ship"
 )
 
 // The record's evidence side: the integrity log (package integrity) that
@@ -99,6 +100,9 @@ type Options struct {
 	// Budget bounds the witnesses' files across sessions (disk.go); nil:
 	// each session's own bound only.
 	Budget *witnessbudget.Budget
+	// Shipper, when set, ships each session's files off the box while
+	// it runs (ship.go, package ship); nil: the local volume only.
+	Shipper *ship.Shipper
 }
 
 // digestFile is a record file that keeps the size and SHA-256 of what was
@@ -240,7 +244,7 @@ func (s *Session) onTick() {
 	if s.recordResizes() != nil {
 		return
 	}
-	if s.sinceCheckpoint > 0 || s.chain.Seq() != s.checkpointSeq || s.witnessDirty {
+	if s.signable() {
 		if s.checkpointLocked() != nil {
 			return
 		}
@@ -254,7 +258,7 @@ func (s *Session) onTick() {
 // checkpointAndSync signs the head if anything was recorded since the last
 // signature, then makes all three files durable.
 func (s *Session) checkpointAndSync() error {
-	if s.sinceCheckpoint > 0 || s.chain.Seq() != s.checkpointSeq || s.witnessDirty {
+	if s.signable() {
 		if err := s.checkpointLocked(); err != nil {
 			return err
 		}
@@ -309,8 +313,8 @@ func (s *Session) checkpointLocked() error {
 	if err := s.chain.Checkpoint(a); err != nil {
 		return s.fail(err)
 	}
-	s.sinceCheckpoint, s.checkpointSeq = 0, s.chain.Seq()
-	return nil
+	s.sinceCheckpoint, s.checkpointSeq, s.shippedUnsigned = 0, s.chain.Seq(), 0
+	return s.fail(s.shipPoint())
 }
 
 // closeEvidence writes the close record and the final signed checkpoint.

@@ -111,6 +111,7 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	defer func() {
 		if err != nil {
 			s.destroyKey()
+			s.abandonShipping()
 			s.unwatchDisk()
 			s.releaseReserve()
 			s.abortWitnesses()
@@ -146,9 +147,13 @@ func create(root string, m Meta, opts Options, now func() time.Time) (_ *Session
 	if err := s.watchDisk(); err != nil {
 		return nil, err
 	}
+	if err := s.openShipping(); err != nil {
+		return nil, err
+	}
 	if err := dirs.publish(); err != nil {
 		return nil, err
 	}
+	s.startShipping()
 	return s, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/internal/scriptfmt"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
 	"github.com/aptl/aptl-kali-capture/sessionkey"
+	"github.com/aptl/aptl-kali-capture/ship"
 )
 
 // Session is one session's open record.
@@ -66,6 +67,8 @@ type Session struct {
 	key             *sessionkey.Key  // the session's own key; destroyed by Close
 	keyFallback     error            // why the host key signs though a pool was set
 	disk            diskQueue        // the volume's transitions not recorded yet (disk.go)
+	ship            *ship.Stream     // the session's shipping, if Options.Shipper (ship.go)
+	shippedUnsigned uint64           // shipped records since the last signed head
 }
 
 // Dir returns the session directory, <root>/<run_id>/<session_id>.
@@ -320,6 +323,8 @@ func (s *Session) syncAndClose() error {
 	// sealed (the closing records not all written): the key stays for the
 	// next start's recovery, which signs the cut with it.
 	errs = append(errs, s.sealKey(s.sealed), s.closeRecordFiles(), s.dirs.sync(), s.dirs.close())
+	// Named and durable: the stream ships the files' ends, and whole.
+	s.endShipping()
 	return errors.Join(errs...)
 }
 
