@@ -22,6 +22,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/launch/agentclient"
 	"github.com/aptl/aptl-kali-capture/launch/login"
 	"github.com/aptl/aptl-kali-capture/recorder"
+	"github.com/aptl/aptl-kali-capture/ship"
 	"github.com/aptl/aptl-kali-capture/witness/audit"
 	"github.com/aptl/aptl-kali-capture/witness/auditrelay"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
@@ -40,6 +41,9 @@ type serveConfig struct {
 	stateDir       string
 	authorizedKeys string // "" means the newcomer default under stateDir
 	sessionKeys    string // sessionKeysHost, sessionKeysPool or sessionKeysPoolOrHost
+	ship           shipSettings
+	shipOn         bool        // a bucket is set: sessions are shipped
+	shipConfig     ship.Config // checked, when shipOn
 	users          []string
 	launch         string
 	acceptEnv      []string
@@ -106,6 +110,9 @@ func parseServeConfig(args []string, lookup cliconfig.Lookup) (*serveConfig, err
 	e.String(&c.root, "root", "APTL_CAPTURE_ROOT", defaultRoot, "capture root: <root>/<run>/<session>/pty/...")
 	e.String(&c.stateDir, "state-dir", "APTL_CAPTURE_STATE_DIR", defaultStateDir, "private state: host key, and the newcomer client key")
 	e.String(&c.sessionKeys, "session-keys", "APTL_CAPTURE_SESSION_KEYS", sessionKeysHost, "what signs each session's record: host-key (the host key), pool (a one-time key of its own from <state-dir>/session-keys/pool/, made with keys provision; no key left refuses the session) or pool-or-host-key (the host key where none is left, said in the open record)")
+	bindShipFlags(e, &c.ship)
+	e.Duration(&c.ship.cfg.Retention, "ship-retention", "APTL_CAPTURE_SHIP_RETENTION", 0, "Object Lock: every object shipped is locked in COMPLIANCE mode this long from its upload, at least 24h (0: no lock; the bucket must have Object Lock enabled)")
+	e.Int(&c.ship.cfg.Workers, "ship-workers", "APTL_CAPTURE_SHIP_WORKERS", ship.DefaultWorkers, "uploads at once")
 	e.String(&c.authorizedKeys, "authorized-keys", "APTL_CAPTURE_AUTHORIZED_KEYS", "", "OpenSSH authorized_keys file (default: <state-dir>/authorized_keys, created with a new client key if absent)")
 	e.String(&users, "users", "APTL_CAPTURE_USERS", currentUserName(), "comma-separated SSH login names allowed")
 	e.String(&c.launch, "launch", "APTL_CAPTURE_LAUNCH", "local", "launch adapter: local (shell in the sidecar) or agent (shell in the workload via aptl-launch-agent)")
@@ -213,6 +220,13 @@ func (c *serveConfig) check(e *cliconfig.Flags) error {
 	}
 	if c.stateDir == "" {
 		return e.SettingError("state-dir", "must not be empty")
+	}
+	if c.ship.cfg.Bucket != "" {
+		cfg, err := c.ship.config(e)
+		if err != nil {
+			return err
+		}
+		c.shipOn, c.shipConfig = true, cfg
 	}
 	switch c.sessionKeys {
 	case sessionKeysHost, sessionKeysPool, sessionKeysPoolOrHost:

@@ -56,7 +56,9 @@ func healthLine(path string) string {
 	if v := readinessValue(path, vocab.ReadyKeyDisk); v != "unknown" {
 		line += " " + vocab.ReadyKeyDisk + "=" + v
 	}
-	for _, k := range []string{"audit_uring", "audit_sessions", "audit_events", "audit_lost", "audit_overruns"} {
+	// Shipping likewise: an outage of the store is no reason to restart
+	// the sidecar, whose local copy stays authoritative.
+	for _, k := range []string{"ship", "ship_lag_seconds", "audit_uring", "audit_sessions", "audit_events", "audit_lost", "audit_overruns"} {
 		if v := readinessValue(path, k); v != "unknown" {
 			line += " " + k + "=" + v
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/launch/local"
 	"github.com/aptl/aptl-kali-capture/launch/login"
 	"github.com/aptl/aptl-kali-capture/sessionkey"
+	"github.com/aptl/aptl-kali-capture/ship"
 	"github.com/aptl/aptl-kali-capture/witness/audit"
 )
 
@@ -61,6 +62,9 @@ type witnessStates struct {
 	// keys is the session key pool (nil with --session-keys host-key):
 	// the file's session_keys lines, refreshed with the counts.
 	keys *sessionkey.Pool
+	// ship is the shipper (nil without a bucket): the file's ship lines,
+	// refreshed with the counts.
+	ship *ship.Shipper
 }
 
 // readiness maintains the readiness file: key=value lines saying when the
@@ -113,10 +117,15 @@ func (r *readiness) setDisk(state string) {
 func (r *readiness) refreshCounts() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.launch == "" || r.auditCounts()+sessionKeyState(r.witnesses.keys) == r.counts {
+	if r.launch == "" || r.countLines() == r.counts {
 		return
 	}
 	r.writeLocked()
+}
+
+// countLines are the lines the counts' watcher keeps current.
+func (r *readiness) countLines() string {
+	return r.auditCounts() + sessionKeyState(r.witnesses.keys) + shipState(r.witnesses.ship)
 }
 
 // auditCounts are the audit witness's counts as readiness lines.
@@ -149,7 +158,7 @@ func (w witnessStates) auditState() string {
 
 // writeLocked writes the file. Callers hold mu.
 func (r *readiness) writeLocked() {
-	r.counts = r.auditCounts() + sessionKeyState(r.witnesses.keys)
+	r.counts = r.countLines()
 	w := r.witnesses
 	body := fmt.Sprintf("ready_at=%s\nlisten=%s\nlisten_addr=%s\npid=%d\npty=%s\npcap=%s\nauditd=%s\nprocacct=%s\nlaunch=%s\nadapter=%s\n",
 		r.readyAt.Format(time.RFC3339Nano), stateOK, r.listen, os.Getpid(), stateOK, w.pcap, w.auditState(), w.auditState(), r.launch, r.adapter)
@@ -274,7 +283,7 @@ func startReadiness(cfg *serveConfig, listen string, probe prober, kick launchKi
 		// and refuse sessions (with a record) until the agent answers.
 		wg.Go(func() { ready.watchLaunch(ctx, probe, cfg.agentProbe, kick) })
 	}
-	if ws.auditEngine != nil || ws.keys != nil {
+	if ws.auditEngine != nil || ws.keys != nil || ws.ship != nil {
 		wg.Go(func() { ready.watchCounts(ctx, countsInterval) })
 	}
 	return sync.OnceFunc(func() {

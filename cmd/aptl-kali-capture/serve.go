@@ -23,6 +23,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/launch/login"
 	"github.com/aptl/aptl-kali-capture/recorder"
 	"github.com/aptl/aptl-kali-capture/sessionkey"
+	"github.com/aptl/aptl-kali-capture/ship"
 	"github.com/aptl/aptl-kali-capture/witness/audit"
 	"github.com/aptl/aptl-kali-capture/witness/pcap"
 )
@@ -136,6 +137,15 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		defer keys.Close()
 		keySource = keys
 	}
+	shipper, err := openShipper(cfg, log)
+	if err != nil {
+		return err
+	}
+	// Deferred before the server's shutdown, so run after it: the
+	// sessions' closes are the last points to ship.
+	defer closeShipper(shipper, log)
+	// Stopped after the witnesses, whose last records it ships.
+	defer startRootLogs(shipper, cfg.root, log)()
 	srv, err := broker.New(broker.Config{
 		HostKey:            hostKey,
 		AuthorizedKeys:     ak,
@@ -158,6 +168,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 		WitnessBudget:      newWitnessBudget(cfg, disk.Status().Usage.Size, log),
 		SessionKeys:        keySource,
 		HostKeyFallback:    cfg.sessionKeys == sessionKeysPoolOrHost,
+		Shipper:            shipper,
 	})
 	if err != nil {
 		return err
@@ -177,9 +188,9 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 	defer stopPcap()
 	auditState, auditEngine, stopAudit := startAudit(auditSource, cfg, log)
 	defer stopAudit()
-	withdraw := startReadiness(cfg, ln.Addr().String(), probe, kick, witnessStates{pcap: pcapState, pcapReason: pcapOff, audit: auditState, auditEngine: auditEngine, disk: disk, keys: keys}, log)
+	withdraw := startReadiness(cfg, ln.Addr().String(), probe, kick, witnessStates{pcap: pcapState, pcapReason: pcapOff, audit: auditState, auditEngine: auditEngine, disk: disk, keys: keys, ship: shipper}, log)
 	defer withdraw()
-	defer startRecovery(pending, recorder.Options{Signer: hostKey, SessionKeys: keySource}, keys, log)()
+	defer startRecovery(pending, recorder.Options{Signer: hostKey, SessionKeys: keySource}, keys, shipper, cfg.root, log)()
 	warnDevClientKey(log, ln.Addr(), clientKey)
 	if clientKey != "" {
 		if err := printNewcomerHelp(out, cfg, ln.Addr(), hostKey.PublicKey(), clientKey, pcapOff); err != nil {
@@ -190,7 +201,8 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 }
 
 // startRecovery recovers the listed sessions that need it in the
-// background, logging each outcome and the totals. The returned function
+// background, logging each outcome and the totals, then (with a shipper)
+// ships what the capture root holds that the bucket does not. The returned function
 // stops it between two sessions and waits for the one under way.
 //
 // A cut session's own key, left in the pool's active keys, signs its
@@ -198,7 +210,7 @@ func serve(cfg *serveConfig, log *slog.Logger, out io.Writer) error {
 // is recovered, the active keys no session of this process uses (taken
 // for a session the crash never opened, or whose seal it cut short) are
 // destroyed too.
-func startRecovery(pending []recorder.SessionFolder, opts recorder.Options, keys *sessionkey.Pool, log *slog.Logger) (stop func()) {
+func startRecovery(pending []recorder.SessionFolder, opts recorder.Options, keys *sessionkey.Pool, shipper *ship.Shipper, root string, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -231,6 +243,17 @@ func startRecovery(pending []recorder.SessionFolder, opts recorder.Options, keys
 				log.Error("session keys a stopped sidecar left active were not all destroyed", "destroyed", n, "err", err.Error())
 			} else if n > 0 {
 				log.Warn("destroyed session keys a stopped sidecar left active, no session's", "destroyed", n)
+			}
+		}
+		// Once the cut sessions are sealed, the bucket is brought up to
+		// the capture root: what earlier runs left unshipped.
+		if shipper != nil && ctx.Err() == nil {
+			folders := make([]ship.Folder, len(pending))
+			for i, p := range pending {
+				folders[i] = ship.Folder{Run: p.Run, Session: p.Session}
+			}
+			if _, err := shipper.Resume(ctx, root, folders); err != nil && ctx.Err() == nil {
+				log.Error("shipping what earlier runs left unshipped stopped", "err", err.Error())
 			}
 		}
 	}()

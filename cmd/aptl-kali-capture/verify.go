@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/aptl/aptl-kali-capture/examine"
 	"github.com/aptl/aptl-kali-capture/internal/termsafe"
 	"github.com/aptl/aptl-kali-capture/internal/vocab"
+	"github.com/aptl/aptl-kali-capture/ship"
 )
 
 func init() {
@@ -32,7 +34,10 @@ func runVerify(args []string) int {
 	asJSON := fs.Bool("json", false, "print one JSON document (docs/RECORD.md, \"verify --json\")")
 	runDir := fs.String("run-dir", "", "a run folder: <root>/<run_id> as serve writes it, or a harvest (kali-side/ and mcp-side/), whose sessions are also reconciled with the tool server's tee")
 	root := rootFlag(e)
-	e.SetSynopsis(progName + " verify --key HOST_KEY.pub [--json] [--root ROOT] (" + sessionOperand + "... | --run-dir RUN_DIR)")
+	shipped := fs.Bool("shipped", false, "also compare each session with its objects in the bucket (--ship-bucket and the other --ship- settings, AWS credentials from the standard environment): missing parts, wrong digests, extra bytes")
+	var store shipSettings
+	bindShipFlags(e, &store)
+	e.SetSynopsis(progName + " verify --key HOST_KEY.pub [--json] [--root ROOT] [--shipped --ship-bucket BUCKET ...] (" + sessionOperand + "... | --run-dir RUN_DIR)")
 	e.SetEpilogue(sessionOperandHelp + "\nA session folder may have any name: the ids the report prints come from the signed record.\n" +
 		"A path that is no session folder (a run folder, a harvest, a capture root) is reported not-a-session, with what to give instead.\n" +
 		"Exit status: 0 every session ok, 1 something is wrong or unfinished (not-a-session included), 2 a usage error.")
@@ -45,6 +50,14 @@ func runVerify(args []string) int {
 	}
 	if (*runDir == "") == (fs.NArg() == 0) {
 		return failUsage("verify", e.SettingError("run-dir", "give either session folders or --run-dir, not both and not neither"))
+	}
+	var shipCfg *ship.Config
+	if *shipped {
+		cfg, err := store.config(e)
+		if err != nil {
+			return failUsage("verify", err)
+		}
+		shipCfg = &cfg
 	}
 	trusted, err := loadTrustedKeys(keys)
 	if err != nil {
@@ -80,6 +93,9 @@ func runVerify(args []string) int {
 			out.OK = out.OK && rep.OK()
 			out.Sessions = append(out.Sessions, sessionOutput{Report: rep, Reconcile: []evidence.Anomaly{}})
 		}
+	}
+	if shipCfg != nil {
+		compareShipped(&out, *shipCfg)
 	}
 	out.summarize()
 	if *asJSON {
@@ -161,6 +177,28 @@ type sessionOutput struct {
 	// Summary counts the session's findings, its reconciliation's and its
 	// gaps by class.
 	Summary []evidence.ClassCount `json:"summary"`
+	// Shipped is verify --shipped's comparison with the bucket.
+	Bucket *ship.Comparison `json:"shipped,omitempty"`
+}
+
+// compareShipped compares each verified session with its objects in the
+// bucket of cfg; a difference, or a store that cannot be asked, makes the
+// output not ok.
+func compareShipped(out *verifyOutput, cfg ship.Config) {
+	for i := range out.Sessions {
+		s := &out.Sessions[i]
+		if s.Status == evidence.StatusNotASession || s.RunID == "" || s.SessionID == "" {
+			continue
+		}
+		c, err := ship.Compare(context.Background(), cfg, s.Dir, s.RunID, s.SessionID, s.Report.Shipped)
+		if err != nil {
+			c.Findings = append(c.Findings, ship.Finding{Kind: "store-unreadable", Detail: err.Error()})
+		}
+		if len(c.Findings) > 0 {
+			out.OK = false
+		}
+		s.Bucket = &c
+	}
 }
 
 func runOutput(rr *examine.RunReport) verifyOutput {
@@ -241,6 +279,12 @@ func printOutput(w io.Writer, out verifyOutput) {
 		}
 		for _, a := range s.Reconcile {
 			printLine(w, "     reconcile: %s", a)
+		}
+		if c := s.Bucket; c != nil {
+			printLine(w, "     shipped: segments=%d whole_objects=%d shipped_records=%d findings=%d", c.Segments, c.Whole, c.Claims, len(c.Findings))
+			for _, f := range c.Findings {
+				printLine(w, "     shipped %s %s part=%d: %s", f.Kind, f.File, f.Part, f.Detail)
+			}
 		}
 	}
 }
