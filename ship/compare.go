@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -37,6 +38,12 @@ const (
 	// FindingMissingObject: a sealed session's file that the bucket does
 	// not hold whole.
 	FindingMissingObject = "missing-object"
+	// FindingMalformedRecord: a shipped record of the chain whose numbers
+	// do not parse, so that nothing holds it to the bucket.
+	FindingMalformedRecord = "malformed-record"
+	// FindingStoreUnreadable: the store did not answer a question the
+	// comparison asked; what it would have shown is not known.
+	FindingStoreUnreadable = "store-unreadable"
 )
 
 // Finding is one difference between the local folder and the bucket.
@@ -61,7 +68,11 @@ type Comparison struct {
 // shipped records (claims, from evidence.Verify) to the segments, and,
 // for a sealed session, every file to its whole object. The local folder
 // is read as hostile, as verify reads it.
-func Compare(ctx context.Context, cfg Config, dir, run, session string, claims []evidence.ShippedPart) (Comparison, error) {
+//
+// recorded is how many shipped records the chain holds (Report's
+// ShippedSegments): more than claims is records no comparison can hold to
+// the bucket, a finding too.
+func Compare(ctx context.Context, cfg Config, dir, run, session string, claims []evidence.ShippedPart, recorded int) (Comparison, error) {
 	st, err := newStore(ctx, cfg)
 	if err != nil {
 		return Comparison{}, err
@@ -74,11 +85,11 @@ func Compare(ctx context.Context, cfg Config, dir, run, session string, claims [
 	if err != nil {
 		return Comparison{}, err
 	}
-	segs, err := sh.listSizes(ctx, sessionPrefix(cfg.Prefix, segmentsTree, run, session))
+	segs, err := sh.listSizes(ctx, sessionPrefix(cfg.Prefix, segmentsTree, run, session), maxListedObjects)
 	if err != nil {
 		return Comparison{}, err
 	}
-	whole, err := sh.listSizes(ctx, sessionPrefix(cfg.Prefix, sessionsTree, run, session))
+	whole, err := sh.listSizes(ctx, sessionPrefix(cfg.Prefix, sessionsTree, run, session), 2*vocab.ManifestMaxFiles)
 	if err != nil {
 		return Comparison{}, err
 	}
@@ -110,6 +121,9 @@ func Compare(ctx context.Context, cfg Config, dir, run, session string, claims [
 		}
 	}
 	c.claims(claims, placed)
+	if n := recorded - len(claims); n > 0 {
+		c.add(FindingMalformedRecord, vocab.PTYDir+"/"+vocab.LogFile, 0, "%d shipped records of the chain do not parse; they are held to nothing", n)
+	}
 	for _, f := range files {
 		c.whole(ctx, cfg, run, session, f, whole, sealedFolder)
 	}
@@ -142,6 +156,7 @@ type comparison struct {
 type placedPart struct {
 	off, n int64
 	sha256 string
+	unread bool // the store did not give its checksum
 }
 
 func (c *comparison) add(kind, file string, part int, format string, args ...any) {
@@ -172,12 +187,14 @@ func (c *comparison) segments(ctx context.Context, cfg Config, run, session stri
 		key := segmentKey(cfg.Prefix, run, session, f.rel, num)
 		raw, err := c.sh.headChecksum(ctx, key)
 		remote := hex.EncodeToString(raw)
+		placed[num] = placedPart{off: off, n: n, sha256: remote, unread: err != nil}
 		if err != nil {
-			c.add(FindingWrongDigest, f.rel, num, "the store gives no SHA-256 checksum: %s", describe(err))
+			// The object is listed: where it lies is known, what it
+			// holds is not.
+			c.add(FindingStoreUnreadable, f.rel, num, "the store gives no SHA-256 checksum of the segment: %s", describe(err))
 			off += n
 			continue
 		}
-		placed[num] = placedPart{off: off, n: n, sha256: remote}
 		if off+n > f.size {
 			c.add(FindingExtraBytes, f.rel, num, "the part reaches byte %d; the local file has %d", off+n, f.size)
 			off += n
@@ -209,7 +226,7 @@ func (c *comparison) claims(claims []evidence.ShippedPart, placed map[string]map
 			c.add(FindingMissingPart, cl.File, cl.Part, "the chain records this segment as shipped (record %d); the bucket does not hold it", cl.Seq)
 		case p.off != cl.Offset || p.n != cl.Length:
 			c.add(FindingWrongDigest, cl.File, cl.Part, "the chain records bytes %d+%d (record %d); the bucket's part holds %d+%d", cl.Offset, cl.Length, cl.Seq, p.off, p.n)
-		case p.sha256 != cl.SHA256:
+		case !p.unread && p.sha256 != cl.SHA256:
 			c.add(FindingWrongDigest, cl.File, cl.Part, "the chain records SHA-256 %s (record %d); the object's is %s", cl.SHA256, cl.Seq, p.sha256)
 		}
 	}
@@ -231,7 +248,7 @@ func (c *comparison) whole(ctx context.Context, cfg Config, run, session string,
 	}
 	remote, err := c.sh.getDigest(ctx, wholeKey(cfg.Prefix, run, session, f.rel), f.size)
 	if err != nil {
-		c.add(FindingWrongDigest, f.rel, 0, "the whole object cannot be read: %s", describe(err))
+		c.add(FindingStoreUnreadable, f.rel, 0, "the whole object cannot be read: %s", describe(err))
 		return
 	}
 	sec, err := openSection(c.dir, f.rel, 0, f.size)
@@ -264,9 +281,11 @@ func (s *Shipper) headChecksum(ctx context.Context, key string) ([]byte, error) 
 }
 
 // getDigest downloads an object of size bytes and returns its SHA-256 in
-// hex, reading no more than size+1 bytes of it. Its request is not
-// bounded by requestTimeout: a whole file takes what it takes.
+// hex, reading no more than size+1 bytes of it, within requestTimeout and
+// a second per MiB: a store that stalls the body does not hang verify.
 func (s *Shipper) getDigest(ctx context.Context, key string, size int64) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout+time.Duration(size>>20)*time.Second)
+	defer cancel()
 	out, err := s.st.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.st.cfg.Bucket), Key: aws.String(key)})
 	if err != nil {
 		return "", err

@@ -70,19 +70,6 @@ func TestSegmentKeysParseBackAndRefuseWhatTheShipperNeverWrites(t *testing.T) {
 	}
 }
 
-func TestShippedSegmentsStopAtTheFirstHole(t *testing.T) {
-	got := shippedSegments(map[string]int64{
-		"pty/typescript/00000001": 10, "pty/typescript/00000002": 5, "pty/typescript/00000004": 7,
-		"pty/timing/00000002": 3, "junk": 1,
-	})
-	if ts := got["pty/typescript"]; ts == nil || ts.next != 3 || ts.off != 15 {
-		t.Fatalf("typescript: %+v", ts)
-	}
-	if tm := got["pty/timing"]; tm == nil || tm.next != 1 || tm.off != 0 {
-		t.Fatalf("timing, whose part 1 is missing: %+v", tm)
-	}
-}
-
 func TestBackoffDoublesToItsBoundWithJitter(t *testing.T) {
 	for n := range 40 {
 		d := backoff(n)

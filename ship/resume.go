@@ -32,7 +32,9 @@ import (
 // the prefix, and the objects listed of one session.
 const (
 	maxResumeUploads = 10000
-	maxListedObjects = 200000
+	// maxListedObjects bounds a listing held whole (verify --shipped's
+	// of one session's segments).
+	maxListedObjects = 1000000
 )
 
 // Folder is a session folder of the capture root, by its run and session
@@ -44,8 +46,8 @@ type ResumeReport struct {
 	// Completed and Aborted count the open uploads a crash left.
 	Completed, Aborted int
 	// Shipped counts the sessions shipped (part or all), Checked those
-	// found whole in the bucket.
-	Shipped, Checked int
+	// found whole in the bucket, Failed those that could not be.
+	Shipped, Checked, Failed int
 }
 
 // Resume completes the uploads a crash left open and ships every session
@@ -56,7 +58,7 @@ func (s *Shipper) Resume(ctx context.Context, root string, sessions []Folder) (R
 	var rep ResumeReport
 	err := s.completeUploads(ctx, root, &rep)
 	for _, f := range sessions {
-		if err != nil {
+		if ctx.Err() != nil {
 			break
 		}
 		if !vocab.ValidID(f.Run) || !vocab.ValidID(f.Session) {
@@ -66,16 +68,23 @@ func (s *Shipper) Resume(ctx context.Context, root string, sessions []Folder) (R
 		if s.shipping(f.Run, f.Session) || evidence.Recording(dir) {
 			continue
 		}
-		var shipped bool
-		if shipped, err = s.shipBacklog(ctx, f.Run, f.Session, dir); err == nil {
-			if shipped {
-				rep.Shipped++
-			} else {
-				rep.Checked++
-			}
+		// One session the store or its folder will not let be shipped
+		// does not keep the others from it.
+		shipped, serr := s.shipBacklog(ctx, f.Run, f.Session, dir)
+		switch {
+		case serr != nil && ctx.Err() == nil:
+			rep.Failed++
+			s.log.Error("ship: a session earlier runs left was not shipped; the next start tries again", "run", f.Run, "session", f.Session, "err", serr.Error())
+		case shipped:
+			rep.Shipped++
+		case serr == nil:
+			rep.Checked++
 		}
 	}
-	s.log.Info("ship: start's resume done", "uploads_completed", rep.Completed, "uploads_aborted", rep.Aborted, "sessions_shipped", rep.Shipped, "sessions_whole", rep.Checked, "err", err)
+	if err == nil {
+		err = ctx.Err()
+	}
+	s.log.Info("ship: start's resume done", "uploads_completed", rep.Completed, "uploads_aborted", rep.Aborted, "sessions_shipped", rep.Shipped, "sessions_whole", rep.Checked, "sessions_failed", rep.Failed, "err", err)
 	return rep, err
 }
 
@@ -96,7 +105,7 @@ func (s *Shipper) shipBacklog(ctx context.Context, run, session, dir string) (bo
 		return false, nil
 	}
 	prefix := s.st.cfg.Prefix
-	whole, err := s.listSizes(ctx, sessionPrefix(prefix, sessionsTree, run, session))
+	whole, err := s.listSizes(ctx, sessionPrefix(prefix, sessionsTree, run, session), 2*vocab.ManifestMaxFiles)
 	if err != nil {
 		return false, err
 	}
@@ -112,53 +121,25 @@ func (s *Shipper) shipBacklog(ctx context.Context, run, session, dir string) (bo
 	if !missing {
 		return false, nil
 	}
-	segs, err := s.listSizes(ctx, sessionPrefix(prefix, segmentsTree, run, session))
+	shipped, err := s.foldSegments(ctx, sessionPrefix(prefix, segmentsTree, run, session))
 	if err != nil {
 		return false, err
 	}
 	st := &Stream{sh: s, run: run, session: session, dir: dir, want: map[string]int64{}, acked: map[string]int64{},
-		files: shippedSegments(segs), haveWhole: have, done: make(chan struct{})}
+		files: shipped, haveWhole: have, done: make(chan struct{})}
 	s.log.Info("ship: resuming a session's shipping", "run", run, "session", session, "files_whole", len(have), "files", len(files))
 	return true, st.ship(ctx, nil, sealed)
 }
 
-// shippedSegments is how far each file's segments reach in the bucket:
-// the parts numbered 1, 2, ... without a hole, their sizes added up.
-// Past a hole the segments are shipped again from there.
-func shippedSegments(sizes map[string]int64) map[string]*fileShip {
-	parts := map[string]map[int]int64{}
-	for rest, n := range sizes {
-		rel, part, err := parseSegmentRel(rest)
-		if err != nil {
-			continue
-		}
-		if parts[rel] == nil {
-			parts[rel] = map[int]int64{}
-		}
-		parts[rel][part] = n
-	}
-	out := map[string]*fileShip{}
-	for rel, byNum := range parts {
-		fs := &fileShip{next: 1}
-		for {
-			n, ok := byNum[fs.next]
-			if !ok {
-				break
-			}
-			fs.off += n
-			fs.next++
-		}
-		out[rel] = fs
-	}
-	return out
-}
+// maxListPages bounds the pages of one listing (a thousand keys each): a
+// store that answers "truncated" without end is not followed for ever.
+const maxListPages = 100000
 
-// listSizes lists the objects under prefix: the rest of each key after
-// it, and its size.
-func (s *Shipper) listSizes(ctx context.Context, prefix string) (map[string]int64, error) {
-	out := map[string]int64{}
+// eachObject calls fn with the rest of each key under prefix (after it)
+// and its size, in the store's order (by key), page by page.
+func (s *Shipper) eachObject(ctx context.Context, prefix string, fn func(rest string, size int64) error) error {
 	var token *string
-	for {
+	for range maxListPages {
 		var page *s3.ListObjectsV2Output
 		err := s.retry(ctx, "list-objects", prefix, func(ctx context.Context) error {
 			var err error
@@ -168,28 +149,80 @@ func (s *Shipper) listSizes(ctx context.Context, prefix string) (map[string]int6
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, o := range page.Contents {
-			if len(out) == maxListedObjects {
-				return nil, fmt.Errorf("ship: more than %d objects under %s", maxListedObjects, prefix)
+			rest, ok := strings.CutPrefix(aws.ToString(o.Key), prefix)
+			if !ok {
+				continue // not what was asked for
 			}
-			out[strings.TrimPrefix(aws.ToString(o.Key), prefix)] = aws.ToInt64(o.Size)
+			if err := fn(rest, aws.ToInt64(o.Size)); err != nil {
+				return err
+			}
 		}
-		if !aws.ToBool(page.IsTruncated) || page.NextContinuationToken == nil {
-			return out, nil
+		if !aws.ToBool(page.IsTruncated) || page.NextContinuationToken == nil || len(page.Contents) == 0 {
+			return nil
 		}
 		token = page.NextContinuationToken
 	}
+	return fmt.Errorf("ship: more than %d pages of objects under %s", maxListPages, prefix)
+}
+
+// listSizes lists at most limit objects under prefix: the rest of each
+// key after it, and its size.
+func (s *Shipper) listSizes(ctx context.Context, prefix string, limit int) (map[string]int64, error) {
+	out := map[string]int64{}
+	err := s.eachObject(ctx, prefix, func(rest string, size int64) error {
+		if len(out) == limit {
+			return fmt.Errorf("ship: more than %d objects under %s", limit, prefix)
+		}
+		out[rest] = size
+		return nil
+	})
+	return out, err
+}
+
+// foldSegments is how far each file's segments under prefix reach: the
+// parts numbered 1, 2, ... without a hole, their sizes added up (past a
+// hole they are shipped again from there). The listing is folded as it
+// comes, in key order, which is each file's part order: a session of a
+// million segments costs the pages, not the memory.
+func (s *Shipper) foldSegments(ctx context.Context, prefix string) (map[string]*fileShip, error) {
+	out := map[string]*fileShip{}
+	holed := map[string]bool{}
+	err := s.eachObject(ctx, prefix, func(rest string, size int64) error {
+		rel, part, err := parseSegmentRel(rest)
+		if err != nil || holed[rel] {
+			return nil
+		}
+		fs := out[rel]
+		if fs == nil {
+			if len(out) == vocab.ManifestMaxFiles {
+				return nil
+			}
+			fs = &fileShip{next: 1}
+			out[rel] = fs
+		}
+		if part != fs.next {
+			holed[rel] = true
+			return nil
+		}
+		fs.off += size
+		fs.next++
+		return nil
+	})
+	return out, err
 }
 
 // completeUploads completes or aborts each multipart upload open under
-// the sessions tree.
+// the prefix: a session file's from its local copy; a lab-wide log's is
+// aborted, its file found again by inode and uploaded whole anew
+// (rootlogs_linux.go).
 func (s *Shipper) completeUploads(ctx context.Context, root string, rep *ResumeReport) error {
-	prefix := s.st.cfg.Prefix + sessionsTree
+	prefix := s.st.cfg.Prefix
 	var uploads []types.MultipartUpload
 	var keyMarker, idMarker *string
-	for {
+	for range maxListPages {
 		var page *s3.ListMultipartUploadsOutput
 		err := s.retry(ctx, "list-multipart-uploads", prefix, func(ctx context.Context) error {
 			var err error
@@ -203,16 +236,27 @@ func (s *Shipper) completeUploads(ctx context.Context, root string, rep *ResumeR
 		}
 		uploads = append(uploads, page.Uploads...)
 		if len(uploads) > maxResumeUploads {
-			return fmt.Errorf("ship: more than %d open uploads under %s", maxResumeUploads, prefix)
+			return fmt.Errorf("ship: more than %d open uploads under %q", maxResumeUploads, prefix)
 		}
-		if !aws.ToBool(page.IsTruncated) {
+		if !aws.ToBool(page.IsTruncated) || len(page.Uploads) == 0 {
 			break
 		}
 		keyMarker, idMarker = page.NextKeyMarker, page.NextUploadIdMarker
 	}
 	for _, u := range uploads {
 		key, id := aws.ToString(u.Key), aws.ToString(u.UploadId)
-		run, session, rel, err := parseWholeKey(s.st.cfg.Prefix, key)
+		if strings.HasPrefix(key, prefix+rootLogsTree) {
+			if !aws.ToTime(u.Initiated).Before(s.started) {
+				continue // this start's own, in progress
+			}
+			if err := s.abortUpload(ctx, key, id); err != nil {
+				return err
+			}
+			s.log.Info("ship: aborted a lab-wide log's upload a crash left open; the file goes whole again", "key", key)
+			rep.Aborted++
+			continue
+		}
+		run, session, rel, err := parseWholeKey(prefix, key)
 		if err != nil {
 			s.log.Warn("ship: an open upload the shipper did not make; left alone", "err", err)
 			continue
@@ -221,16 +265,31 @@ func (s *Shipper) completeUploads(ctx context.Context, root string, rep *ResumeR
 			continue
 		}
 		completed, err := s.completeUpload(ctx, filepath.Join(root, run, session), rel, key, id)
-		if err != nil {
+		switch {
+		case isCode(err, codeNoSuchUpload):
+			// Completed or aborted since the listing (a session of
+			// this start that closed meanwhile): not this start's.
+		case err != nil:
 			return err
-		}
-		if completed {
+		case completed:
 			rep.Completed++
-		} else {
+		default:
 			rep.Aborted++
 		}
 	}
 	return nil
+}
+
+// abortUpload aborts an open upload; one already gone is no error.
+func (s *Shipper) abortUpload(ctx context.Context, key, id string) error {
+	err := s.retry(ctx, "abort-multipart-upload", key, func(ctx context.Context) error {
+		_, err := s.st.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.st.cfg.Bucket), Key: aws.String(key), UploadId: aws.String(id)})
+		return err
+	})
+	if isCode(err, codeNoSuchUpload) {
+		return nil
+	}
+	return err
 }
 
 // completeUpload completes the open upload id of the session file rel of
@@ -242,13 +301,7 @@ func (s *Shipper) completeUpload(ctx context.Context, dir, rel, key, id string) 
 	f, size, err := safefs.OpenRegular(dir, rel)
 	if err != nil {
 		s.log.Warn("ship: an upload a crash left open: its local file is gone; aborted", "key", key, "err", err)
-		return false, s.retry(ctx, "abort-multipart-upload", key, func(ctx context.Context) error {
-			_, err := s.st.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.st.cfg.Bucket), Key: aws.String(key), UploadId: aws.String(id)})
-			if isCode(err, "NoSuchUpload") {
-				return nil
-			}
-			return err
-		})
+		return false, s.abortUpload(ctx, key, id)
 	}
 	f.Close()
 	parts, err := s.listParts(ctx, key, id, size)
@@ -275,7 +328,7 @@ func (s *Shipper) listParts(ctx context.Context, key, id string, size int64) ([]
 	limit := int(size/WholePartSize) + 2
 	var parts []types.Part
 	var marker *string
-	for {
+	for range maxListPages {
 		var page *s3.ListPartsOutput
 		err := s.retry(ctx, "list-parts", key, func(ctx context.Context) error {
 			var err error
@@ -289,11 +342,12 @@ func (s *Shipper) listParts(ctx context.Context, key, id string, size int64) ([]
 		if len(parts) > limit {
 			return nil, fmt.Errorf("ship: %s: more parts than its local file holds", key)
 		}
-		if !aws.ToBool(page.IsTruncated) {
+		if !aws.ToBool(page.IsTruncated) || len(page.Parts) == 0 {
 			return parts, nil
 		}
 		marker = page.NextPartNumberMarker
 	}
+	return nil, fmt.Errorf("ship: %s: more than %d pages of parts", key, maxListPages)
 }
 
 // keptParts are the parts of an open upload that may stay: numbered 1,

@@ -149,3 +149,65 @@ func TestAStartAbortsAnOpenUploadWhoseLocalFileIsGone(t *testing.T) {
 		t.Fatalf("an object was made for a file the local copy lacks: %s", heads)
 	}
 }
+
+// TestFoldSegmentsStopsAtTheFirstHole: a start goes on from the end of a
+// file's parts numbered without a hole, as the store lists them.
+func TestFoldSegmentsStopsAtTheFirstHole(t *testing.T) {
+	g := s3test.Start(t, s3test.Options{})
+	s, _ := testShipper(t, g, Config{})
+	body := filepath.Join(t.TempDir(), "b")
+	for key, n := range map[string]int{"pty/typescript/00000001": 10, "pty/typescript/00000002": 5, "pty/typescript/00000004": 7, "pty/timing/00000002": 3} {
+		os.WriteFile(body, make([]byte, n), 0o600)
+		g.AWS(t, "s3api", "put-object", "--bucket", g.Bucket, "--key", "lab/segments/r/s/"+key, "--body", body)
+	}
+	got, err := s.foldSegments(context.Background(), "lab/segments/r/s/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts := got["pty/typescript"]; ts == nil || ts.next != 3 || ts.off != 15 {
+		t.Fatalf("typescript: %+v", ts)
+	}
+	if tm := got["pty/timing"]; tm == nil || tm.next != 1 || tm.off != 0 {
+		t.Fatalf("timing, whose part 1 is missing: %+v", tm)
+	}
+}
+
+// TestAWholeUploadTheStoreDropsIsBegunAgain: a lifecycle rule (here the
+// aws CLI) aborts a whole file's upload after its first part; the
+// shipper begins it again and the object is the local file.
+func TestAWholeUploadTheStoreDropsIsBegunAgain(t *testing.T) {
+	g := s3test.Start(t, s3test.Options{})
+	s, log := testShipper(t, g, Config{})
+	key := "lab/sessions/run-1/sess-1/pty/typescript"
+	parts := 0
+	s.testHook = func(op, k string) error {
+		if op == "upload-part" && k == key {
+			if parts++; parts == 2 {
+				for _, u := range openUploads(t, g) {
+					g.AWS(t, "s3api", "abort-multipart-upload", "--bucket", g.Bucket, "--key", u.Key, "--upload-id", u.UploadID)
+				}
+			}
+		}
+		return nil
+	}
+	_, dir, ts := sealedSession(t)
+	st, err := s.Open("run-1", "sess-1", dir, func(map[string]string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.End(true)
+	select {
+	case <-st.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the stream did not end")
+	}
+	if !strings.Contains(log.String(), "the store dropped a whole file's upload; begun again") {
+		t.Fatalf("log:\n%s", log)
+	}
+	got := filepath.Join(t.TempDir(), "typescript")
+	g.AWS(t, "s3api", "get-object", "--bucket", g.Bucket, "--key", key, got)
+	b, _ := os.ReadFile(got)
+	if sha256.Sum256(b) != sha256.Sum256(ts) {
+		t.Fatal("the object is not the local typescript")
+	}
+}

@@ -3,7 +3,9 @@ package ship
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,7 +21,8 @@ import (
 // name.1 name.2, the oldest removed) are shipped the same way as a
 // session's files, without a chain (they have none: the signed evidence
 // is each session's own audit folder). A file is known by its inode, which
-// a rotation keeps and a name does not, and its objects are named by when
+// a rotation keeps and a name does not, and by its first bytes, since a
+// removed file's inode is soon another's; its objects are named by when
 // the shipper first saw it and that inode:
 //
 //	lab/<folder>/<first seen, UTC>-<inode>/<part>   its segments, as they were shipped
@@ -37,15 +40,11 @@ const (
 	RootLogInterval = 5 * time.Second
 	// maxRootLogFiles bounds the files of one lab-wide folder shipped.
 	maxRootLogFiles = 256
+	// identityBytes is how much of a file's start tells it from another
+	// that had its inode: an audit record's first line, with its time
+	// and serial, is unique.
+	identityBytes = 256
 )
-
-// rootLog is a lab-wide log file known by its inode.
-type rootLog struct {
-	base  string // its objects' key prefix, ending in "/"
-	ship  fileShip
-	whole bool // shipped whole, after its rotation
-	seen  bool // seen in the latest look
-}
 
 // rootLogFolders are the lab-wide folders and each one's live file.
 var rootLogFolders = []struct{ dir, live string }{
@@ -53,18 +52,36 @@ var rootLogFolders = []struct{ dir, live string }{
 	{vocab.ProcAcctDir, vocab.ProcAcctFile},
 }
 
+// rootLog is a lab-wide log file known by its inode and first bytes.
+type rootLog struct {
+	base  string // its objects' key prefix, ending in "/"
+	ship  fileShip
+	head  [sha256.Size]byte // SHA-256 of its first headN bytes
+	headN int64             // identityBytes, or fewer while the file is shorter
+	whole bool              // shipped whole, after its rotation
+	seen  bool              // seen in the latest look
+}
+
+// labBase is what the bucket holds of one lab-wide file.
+type labBase struct {
+	ship  fileShip
+	first int64 // the first segment's size
+	holed bool
+	whole bool
+}
+
 // RootLogs ships the lab-wide logs of a capture root, one look at a time.
 type RootLogs struct {
 	s      *Shipper
 	root   string
 	known  map[string]map[uint64]*rootLog
-	remote map[string]map[string]int64
+	remote map[string]map[string]*labBase
 }
 
 // RootLogs starts the shipping of root's lab-wide logs: Look ships what
 // is new, each RootLogInterval, and once more at the stop.
 func (s *Shipper) RootLogs(root string) *RootLogs {
-	return &RootLogs{s: s, root: root, known: map[string]map[uint64]*rootLog{}, remote: map[string]map[string]int64{}}
+	return &RootLogs{s: s, root: root, known: map[string]map[uint64]*rootLog{}, remote: map[string]map[string]*labBase{}}
 }
 
 // Look ships every lab-wide file's new bytes, and a rotated file whole;
@@ -72,13 +89,13 @@ func (s *Shipper) RootLogs(root string) *RootLogs {
 func (r *RootLogs) Look(ctx context.Context) error {
 	for _, f := range rootLogFolders {
 		if r.known[f.dir] == nil {
-			// The objects of earlier runs, once per start: a file seen
-			// again goes on where they end.
-			sizes, err := r.s.listSizes(ctx, r.s.st.cfg.Prefix+rootLogsTree+f.dir+"/")
+			// The objects of earlier runs, once per start, folded as
+			// they are listed: a file seen again goes on where they end.
+			bases, err := r.s.foldLabBases(ctx, r.s.st.cfg.Prefix+rootLogsTree+f.dir+"/")
 			if err != nil {
 				return err
 			}
-			r.known[f.dir], r.remote[f.dir] = map[uint64]*rootLog{}, sizes
+			r.known[f.dir], r.remote[f.dir] = map[uint64]*rootLog{}, bases
 		}
 		if err := r.s.shipRootDir(ctx, r.root, f.dir, f.live, r.known[f.dir], r.remote[f.dir]); err != nil {
 			return err
@@ -87,10 +104,48 @@ func (r *RootLogs) Look(ctx context.Context) error {
 	return nil
 }
 
+// foldLabBases is how far each lab-wide file's objects under prefix reach.
+func (s *Shipper) foldLabBases(ctx context.Context, prefix string) (map[string]*labBase, error) {
+	out := map[string]*labBase{}
+	err := s.eachObject(ctx, prefix, func(rest string, size int64) error {
+		base, leaf, ok := strings.Cut(rest, "/")
+		if !ok {
+			return nil
+		}
+		b := out[base]
+		if b == nil {
+			if len(out) == maxResumeUploads {
+				return nil
+			}
+			b = &labBase{ship: fileShip{next: 1}}
+			out[base] = b
+		}
+		if leaf == wholeName {
+			b.whole = true
+			return nil
+		}
+		part, err := strconv.Atoi(leaf)
+		if err != nil || len(leaf) != partDigits || b.holed {
+			return nil
+		}
+		if part != b.ship.next {
+			b.holed = true
+			return nil
+		}
+		if part == 1 {
+			b.first = size
+		}
+		b.ship.off += size
+		b.ship.next++
+		return nil
+	})
+	return out, err
+}
+
 // shipRootDir looks at the folder dir of root once: every file's new
 // bytes go as segments; a file no longer named liveName (rotated) goes
 // whole once its segments are shipped.
-func (s *Shipper) shipRootDir(ctx context.Context, root, dir, liveName string, known map[uint64]*rootLog, remote map[string]int64) error {
+func (s *Shipper) shipRootDir(ctx context.Context, root, dir, liveName string, known map[uint64]*rootLog, remote map[string]*labBase) error {
 	entries, err := listFolder(filepath.Join(root, dir))
 	if err != nil {
 		return nil // not made yet, or not a folder: the witness says why
@@ -104,22 +159,30 @@ func (s *Shipper) shipRootDir(ctx context.Context, root, dir, liveName string, k
 			break
 		}
 		rel := dir + "/" + e.Name()
-		f, size, err := safefs.OpenRegular(root, rel)
+		ino, size, err := inode(root, rel)
 		if err != nil {
-			continue
+			continue // rotated away meanwhile: the next look
 		}
-		fi, err := f.Stat()
-		f.Close()
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if err != nil || !ok {
-			continue
+		l := known[ino]
+		if l != nil {
+			// The inode of a removed file is soon another's: it is the
+			// same file only if no shorter than what was shipped of it
+			// and beginning with the same bytes.
+			head, n, err := prefixDigest(root, rel, l.headN)
+			if err != nil || size < l.ship.off || n != l.headN || head != l.head {
+				l = nil
+			}
 		}
-		l := known[st.Ino]
 		if l == nil {
-			l = s.adoptRootLog(ctx, root, rel, dir, st.Ino, remote)
-			known[st.Ino] = l
+			l = s.adoptRootLog(ctx, root, rel, dir, ino, remote)
+			known[ino] = l
 		}
 		l.seen = true
+		if l.headN < identityBytes {
+			if l.head, l.headN, err = prefixDigest(root, rel, identityBytes); err != nil {
+				continue
+			}
+		}
 		for l.ship.off < size {
 			n := min(size-l.ship.off, MaxSegment)
 			key := fmt.Sprintf("%s%0*d", l.base, partDigits, l.ship.next)
@@ -148,48 +211,65 @@ func (s *Shipper) shipRootDir(ctx context.Context, root, dir, liveName string, k
 	return nil
 }
 
+// inode opens the lab-wide file rel of root through no link and gives its
+// inode and size.
+func inode(root, rel string) (uint64, int64, error) {
+	f, size, err := safefs.OpenRegular(root, rel)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, fmt.Errorf("ship: %s: no inode", rel)
+	}
+	return st.Ino, size, nil
+}
+
+// prefixDigest is the SHA-256 of the first n bytes of the lab-wide file
+// rel (fewer, and how many, where it is shorter).
+func prefixDigest(root, rel string, n int64) (sum [sha256.Size]byte, got int64, err error) {
+	f, size, err := safefs.OpenRegular(root, rel)
+	if err != nil {
+		return sum, 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	got, err = io.Copy(h, io.NewSectionReader(f, 0, min(size, n)))
+	h.Sum(sum[:0])
+	return sum, got, err
+}
+
 // adoptRootLog is the state of a file first seen now: where the objects of
 // an earlier run end, if some hold its first bytes, else new objects.
-func (s *Shipper) adoptRootLog(ctx context.Context, root, rel, dir string, ino uint64, remote map[string]int64) *rootLog {
+func (s *Shipper) adoptRootLog(ctx context.Context, root, rel, dir string, ino uint64, remote map[string]*labBase) *rootLog {
 	suffix := "-" + strconv.FormatUint(ino, 10)
-	bases := map[string]map[int]int64{}
-	for rest, n := range remote {
-		base, leaf, ok := strings.Cut(rest, "/")
-		if !ok || !strings.HasSuffix(base, suffix) {
-			continue
-		}
-		if bases[base] == nil {
-			bases[base] = map[int]int64{}
-		}
-		if part, err := strconv.Atoi(leaf); err == nil && len(leaf) == partDigits {
-			bases[base][part] = n
-		} else if leaf == wholeName {
-			bases[base][0] = n
-		}
-	}
 	prefix := s.st.cfg.Prefix + rootLogsTree + dir + "/"
-	for base, parts := range bases {
-		first, ok := parts[1]
-		if !ok {
+	once := &Shipper{st: s.st, log: s.log, once: true}
+	for base, b := range remote {
+		if !strings.HasSuffix(base, suffix) || b.ship.next == 1 {
 			continue
 		}
-		sec, err := openSection(root, rel, 0, first)
+		// The first segment holds the file's first bytes, by the
+		// store's checksum, or this is another file that had the inode.
+		raw, err := once.headChecksum(ctx, fmt.Sprintf("%s%s/%0*d", prefix, base, partDigits, 1))
+		if err != nil {
+			continue
+		}
+		sec, err := openSection(root, rel, 0, b.first)
 		if err != nil {
 			continue
 		}
 		sec.close()
-		once := &Shipper{st: s.st, log: s.log, once: true}
-		raw, err := once.headChecksum(ctx, fmt.Sprintf("%s%s/%0*d", prefix, base, partDigits, 1))
-		if err != nil || !bytes.Equal(raw, sec.sum[:]) {
-			continue // another file that had the inode once
+		if !bytes.Equal(raw, sec.sum[:]) {
+			continue
 		}
-		l := &rootLog{base: prefix + base + "/", ship: fileShip{next: 1}}
-		for n, ok := parts[l.ship.next]; ok; n, ok = parts[l.ship.next] {
-			l.ship.off += n
-			l.ship.next++
-		}
-		_, l.whole = parts[0]
-		return l
+		delete(remote, base) // one file's, once
+		return &rootLog{base: prefix + base + "/", ship: b.ship, whole: b.whole}
 	}
 	stamp := s.st.now().UTC().Format("20060102T150405.000000000Z")
 	return &rootLog{base: prefix + stamp + suffix + "/", ship: fileShip{next: 1}}

@@ -53,8 +53,9 @@ type Status struct {
 // Shipper ships every open session's stream with a bounded set of
 // workers, each stream by one worker at a time.
 type Shipper struct {
-	st  *store
-	log *slog.Logger
+	st      *store
+	log     *slog.Logger
+	started time.Time // uploads begun before are an earlier run's
 
 	ctx    context.Context // cancelled when Close gives up waiting
 	cancel context.CancelFunc
@@ -92,7 +93,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Shipper, error) {
 
 func newShipper(st *store, log *slog.Logger) *Shipper {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Shipper{st: st, log: log, ctx: ctx, cancel: cancel, streams: map[string]*Stream{}}
+	s := &Shipper{st: st, log: log, started: st.now(), ctx: ctx, cancel: cancel, streams: map[string]*Stream{}}
 	s.wake = sync.NewCond(&s.mu)
 	workers := st.cfg.Workers
 	if workers == 0 {
@@ -194,33 +195,39 @@ func (s *Shipper) Status() Status {
 // retry runs req until it succeeds or ctx ends, backing off between
 // attempts, and keeps the shipper's state: each failure is counted and
 // logged (the first of a run of them, then every 20th), a success ends
-// the run.
+// the run. An upload the store no longer has (NoSuchUpload: aborted by a
+// lifecycle rule, an operator, or completed already) is final: the
+// caller decides. The log is written outside the lock, which a
+// recorder's Point takes through enqueue: a slow log sink never holds up
+// a session's recording.
 func (s *Shipper) retry(ctx context.Context, op, key string, req func(context.Context) error) error {
 	for n := 0; ; n++ {
 		err := s.attempt(ctx, op, key, req)
-		if s.once {
+		if s.once || isCode(err, codeNoSuchUpload) {
 			return err
 		}
 		if err == nil {
 			s.mu.Lock()
-			if s.failures > 0 {
-				s.log.Info("ship: the store answers again", "failed_requests", s.failures)
-			}
+			ended := s.failures
 			s.failures, s.refusing, s.lastErr = 0, false, ""
 			s.mu.Unlock()
+			if ended > 0 {
+				s.log.Info("ship: the store answers again", "failed_requests", ended)
+			}
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		msg, isRefusal := describe(err), refused(err)
 		s.mu.Lock()
 		s.failures++
-		s.refusing = refused(err)
-		s.lastErr = describe(err)
-		if s.failures == 1 || s.failures%20 == 0 {
-			s.log.Warn("ship: request failed; retrying, the local copy is kept", "op", op, "key", key, "refused", s.refusing, "failed_requests", s.failures, "err", s.lastErr)
-		}
+		s.refusing, s.lastErr = isRefusal, msg
+		failures := s.failures
 		s.mu.Unlock()
+		if failures == 1 || failures%20 == 0 {
+			s.log.Warn("ship: request failed; retrying, the local copy is kept", "op", op, "key", key, "refused", isRefusal, "failed_requests", failures, "err", msg)
+		}
 		select {
 		case <-time.After(backoff(n)):
 		case <-ctx.Done():

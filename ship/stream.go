@@ -55,6 +55,9 @@ type Stream struct {
 type fileShip struct {
 	next int
 	off  int64
+	// stopped: its local copy failed (gone, shorter than shipped); the
+	// log said so once, and the file is shipped no further this run.
+	stopped bool
 }
 
 // Open starts the stream of the session folder dir (run and session are
@@ -156,7 +159,11 @@ func (st *Stream) round(ctx context.Context) (again bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err != nil {
-		// Cancelled by Close: the rest is the next start's.
+		// Cancelled by Close, or a store that kept dropping an upload:
+		// the rest is the next start's.
+		if ctx.Err() == nil {
+			st.sh.log.Warn("ship: session's shipping stopped; the next start ships the rest", "run", st.run, "session", st.session, "err", err.Error())
+		}
 		st.working, st.queued = time.Time{}, false
 		st.sh.finish(st, false)
 		return false
@@ -176,9 +183,12 @@ func (st *Stream) round(ctx context.Context) (again bool) {
 // then, for a sealed session, every file whole.
 func (st *Stream) ship(ctx context.Context, want map[string]int64, end ending) error {
 	files, skipped, err := listSession(st.dir)
-	if err != nil {
+	if err != nil && end == open {
 		st.sh.log.Warn("ship: session folder unreadable; retried at its next point", "run", st.run, "session", st.session, "err", err)
 		return nil
+	}
+	if err != nil {
+		return err // its end: the next start's resume
 	}
 	for _, rel := range skipped {
 		st.sh.log.Warn("ship: not a regular file; not shipped", "run", st.run, "session", st.session, "file", rel)
@@ -220,7 +230,7 @@ func (st *Stream) shipSegments(ctx context.Context, rel string, upTo int64, reco
 		fs = &fileShip{next: 1}
 		st.files[rel] = fs
 	}
-	for fs.off < upTo {
+	for fs.off < upTo && !fs.stopped {
 		if fs.next > maxPart {
 			st.sh.log.Error("ship: file has more segments than the layout numbers; the rest goes whole at the end", "run", st.run, "session", st.session, "file", rel)
 			return nil
@@ -230,6 +240,7 @@ func (st *Stream) shipSegments(ctx context.Context, rel string, upTo int64, reco
 		etag, sum, err := st.sh.putSection(ctx, st.dir, rel, fs.off, n, key)
 		if isLocal(err) {
 			st.sh.log.Error("ship: local file unreadable; its shipping stops here", "run", st.run, "session", st.session, "file", rel, "offset", fs.off, "err", err)
+			fs.stopped = true
 			return nil
 		}
 		if err != nil {

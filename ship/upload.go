@@ -52,6 +52,23 @@ func (s *Shipper) putWhole(ctx context.Context, dir string, f localFile, key str
 		_, _, err := s.putSection(ctx, dir, f.rel, 0, f.size, key)
 		return err
 	}
+	// An upload the store drops under it (a lifecycle rule that aborts
+	// incomplete uploads, an operator) is begun again, a few times.
+	for range maxUploadRestarts {
+		err := s.multipartWhole(ctx, dir, f, key)
+		if !isCode(err, codeNoSuchUpload) {
+			return err
+		}
+		s.log.Warn("ship: the store dropped a whole file's upload; begun again", "key", key)
+	}
+	return fmt.Errorf("ship: %s: the store dropped the upload %d times", key, maxUploadRestarts)
+}
+
+// maxUploadRestarts bounds the times one whole upload is begun again.
+const maxUploadRestarts = 3
+
+// multipartWhole is putWhole's multipart upload, once.
+func (s *Shipper) multipartWhole(ctx context.Context, dir string, f localFile, key string) error {
 	var id string
 	err := s.retry(ctx, "create-multipart-upload", key, func(ctx context.Context) error {
 		in := &s3.CreateMultipartUploadInput{
@@ -114,8 +131,7 @@ func (s *Shipper) uploadParts(ctx context.Context, dir string, f localFile, key,
 			Bucket: aws.String(s.st.cfg.Bucket), Key: aws.String(key), UploadId: aws.String(id),
 			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 		})
-		var nsu *types.NoSuchUpload
-		if errors.As(err, &nsu) || isCode(err, "NoSuchUpload") {
+		if isCode(err, codeNoSuchUpload) {
 			// A completion whose answer was lost, retried: the upload
 			// is gone because the object is made. It is, if it has
 			// the file's size.
@@ -127,6 +143,10 @@ func (s *Shipper) uploadParts(ctx context.Context, dir string, f localFile, key,
 		return err
 	})
 }
+
+// codeNoSuchUpload is the store's answer about a multipart upload it
+// does not have (any more).
+const codeNoSuchUpload = "NoSuchUpload"
 
 // isCode reports whether err is the store's error of that code.
 func isCode(err error, code string) bool {

@@ -165,7 +165,7 @@ func TestShippedSessionIsInTheBucketDuringTheSessionAndVerifiesFromIt(t *testing
 	if copied.Status != rep.Status || copied.Records != rep.Records || copied.ShippedSegments != rep.ShippedSegments {
 		t.Fatalf("downloaded copy: status %s records %d shipped %d; local: %s %d %d", copied.Status, copied.Records, copied.ShippedSegments, rep.Status, rep.Records, rep.ShippedSegments)
 	}
-	c, err := ship.Compare(context.Background(), cfg, dir, "run-ship", "s1", rep.Shipped)
+	c, err := ship.Compare(context.Background(), cfg, dir, "run-ship", "s1", rep.Shipped, rep.ShippedSegments)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestShippedSessionIsInTheBucketDuringTheSessionAndVerifiesFromIt(t *testing
 		t.Fatalf("the locked version's checksum after an overwrite: %q, the chain's %s", orig.ChecksumSHA256, before.SHA256)
 	}
 	// The overwrite is what verify --shipped reads now: it says so.
-	c, err = ship.Compare(context.Background(), cfg, dir, "run-ship", "s1", rep.Shipped)
+	c, err = ship.Compare(context.Background(), cfg, dir, "run-ship", "s1", rep.Shipped, rep.ShippedSegments)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestShippedComparisonFindsAMissingPartAndExtraBytes(t *testing.T) {
 	parts := len(objects(t, g, shipPrefix+"segments/run-ship/s2/pty/timing/"))
 	extra := testutil.WriteFixture(t, "extra", "appended after the fact")
 	g.AWS(t, "s3api", "put-object", "--bucket", g.Bucket, "--key", segmentKey("s2", "pty/timing", parts+1), "--body", extra, "--checksum-algorithm", "SHA256")
-	c, err := ship.Compare(context.Background(), cfg, dir, "run-ship", "s2", rep.Shipped)
+	c, err := ship.Compare(context.Background(), cfg, dir, "run-ship", "s2", rep.Shipped, rep.ShippedSegments)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestShippingAcrossAnOutageLosesNoSegment(t *testing.T) {
 	drain(t, s)
 	dir := filepath.Join(root, "run-ship", "s3")
 	rep := shippedFolderOK(t, "local folder", dir)
-	c, err := ship.Compare(context.Background(), cfg, dir, "run-ship", "s3", rep.Shipped)
+	c, err := ship.Compare(context.Background(), cfg, dir, "run-ship", "s3", rep.Shipped, rep.ShippedSegments)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestAStartShipsWhatAnEarlierRunLeft(t *testing.T) {
 	}
 	dir := filepath.Join(root, "run-ship", "s4")
 	local := shippedFolderOK(t, "local folder", dir)
-	c, err := ship.Compare(context.Background(), cfg, dir, "run-ship", "s4", local.Shipped)
+	c, err := ship.Compare(context.Background(), cfg, dir, "run-ship", "s4", local.Shipped, local.ShippedSegments)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -190,9 +190,9 @@ func compareShipped(out *verifyOutput, cfg ship.Config) {
 		if s.Status == evidence.StatusNotASession || s.RunID == "" || s.SessionID == "" {
 			continue
 		}
-		c, err := ship.Compare(context.Background(), cfg, s.Dir, s.RunID, s.SessionID, s.Report.Shipped)
+		c, err := ship.Compare(context.Background(), cfg, s.Dir, s.RunID, s.SessionID, s.Report.Shipped, s.ShippedSegments)
 		if err != nil {
-			c.Findings = append(c.Findings, ship.Finding{Kind: "store-unreadable", Detail: err.Error()})
+			c.Findings = append(c.Findings, ship.Finding{Kind: ship.FindingStoreUnreadable, Detail: err.Error()})
 		}
 		if len(c.Findings) > 0 {
 			out.OK = false
