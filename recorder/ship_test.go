@@ -1,0 +1,56 @@
+package recorder
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/aptl/aptl-kali-capture/evidence"
+	"github.com/aptl/aptl-kali-capture/internal/testutil"
+	"github.com/aptl/aptl-kali-capture/internal/vocab"
+)
+
+// TestShippedRecordsMakeNoCheckpointOfTheirOwn: an idle shipped session
+// does not sign a checkpoint for each acknowledgement (which would be
+// shipped and acknowledged in turn, for as long as the session lasts);
+// its shipped records are signed by the close.
+func TestShippedRecordsMakeNoCheckpointOfTheirOwn(t *testing.T) {
+	opts := testOptions()
+	opts.Shipper = benchShipper(t)
+	root := t.TempDir()
+	s, err := Create(root, Meta{RunID: "r", SessionID: "idle"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Output([]byte("one line\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "r", "idle")
+	count := func(typ string) int {
+		n := 0
+		for _, r := range logRecords(t, dir) {
+			if r.Type == typ {
+				n++
+			}
+		}
+		return n
+	}
+	if !testutil.WaitUntil(func() bool { return count(vocab.TypeShipped) >= 2 }) {
+		t.Fatal("the first point's segments were not acknowledged")
+	}
+	before := count(vocab.TypeCheckpoint)
+	time.Sleep(3500 * time.Millisecond) // three ticks with nothing recorded but acknowledgements
+	if after := count(vocab.TypeCheckpoint); after != before {
+		t.Fatalf("%d checkpoints while idle, after %d: acknowledgements made checkpoints of their own", after, before)
+	}
+	if err := s.Close(0); err != nil {
+		t.Fatal(err)
+	}
+	// The close's checkpoint signs them: every record is signed.
+	rep := evidence.Verify(dir, evidence.Keys{Trusted: []gossh.PublicKey{opts.Signer.PublicKey()}}, evidence.Options{})
+	if !rep.OK() || rep.SignedRecords != rep.Records || rep.ShippedSegments < 2 {
+		t.Fatalf("status %s, %d of %d records signed, %d shipped records: %v", rep.Status, rep.SignedRecords, rep.Records, rep.ShippedSegments, rep.Anomalies)
+	}
+}
