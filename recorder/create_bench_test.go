@@ -1,10 +1,15 @@
 package recorder
 
 import (
+	"context"
+	"log/slog"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/aptl/aptl-kali-capture/internal/s3test"
+	"github.com/aptl/aptl-kali-capture/ship"
 )
 
 // BenchmarkCreateClose opens and closes one session's record, the cost a
@@ -46,12 +51,15 @@ func BenchmarkReserve(b *testing.B) {
 // sidecar's is its own, of about the same size. Run with -benchtime=200x:
 // the pool is provisioned for 400 sessions.
 func BenchmarkOpenSessionKey(b *testing.B) {
-	for _, mode := range []string{"host-key", "session-key"} {
+	for _, mode := range []string{"host-key", "session-key", "session-key+ship"} {
 		b.Run(mode, func(b *testing.B) {
 			opts := testOptions()
-			if mode == "session-key" {
+			if mode != "host-key" {
 				pool, _, _ := testPool(b, 400)
 				opts.SessionKeys = pool
+			}
+			if mode == "session-key+ship" {
+				opts.Shipper = benchShipper(b)
 			}
 			root := b.TempDir()
 			var opens []time.Duration
@@ -71,4 +79,21 @@ func BenchmarkOpenSessionKey(b *testing.B) {
 			b.ReportMetric(float64(opens[len(opens)*99/100].Microseconds())/1000, "open-p99-ms")
 		})
 	}
+}
+
+// benchShipper ships to a versitygw of the benchmark's own (skipped
+// without one, as the S3 suite is).
+func benchShipper(b testing.TB) *ship.Shipper {
+	g := s3test.Start(b, s3test.Options{})
+	g.SetEnv(b)
+	s, err := ship.New(context.Background(), ship.Config{Endpoint: g.Endpoint, Bucket: g.Bucket, Region: g.Region, PathStyle: true}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	})
+	return s
 }
