@@ -12,6 +12,7 @@ import (
 //
 //	segments/<run>/<session>/<file>/<part>  each segment as it was shipped
 //	sessions/<run>/<session>/<file>         each file whole, once sealed
+//	lab/<folder>/<first seen>-<inode>/<part> and .../whole, the lab-wide logs (rootlogs_linux.go)
 //
 // <file> is the path in the session folder (pty/typescript,
 // pcap/00000001.pcapng, SHA256SUMS); <part> its segment's number, from 1,
@@ -24,6 +25,8 @@ import (
 const (
 	segmentsTree = "segments/"
 	sessionsTree = "sessions/"
+	rootLogsTree = "lab/"
+	wholeName    = "whole"
 	partDigits   = 8
 	// maxPart is the highest part number the layout holds.
 	maxPart = 99999999

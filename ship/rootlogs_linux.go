@@ -34,8 +34,6 @@ import (
 // rotation removed it is lost to the bucket, as it is to the volume; the
 // look is every RootLogInterval, and a rotation keeps several files.
 const (
-	rootLogsTree = "lab/"
-	wholeName    = "whole"
 	// RootLogInterval is how often the lab-wide logs are looked at.
 	RootLogInterval = 5 * time.Second
 	// maxRootLogFiles bounds the files of one lab-wide folder shipped.

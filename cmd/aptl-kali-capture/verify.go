@@ -283,7 +283,11 @@ func printOutput(w io.Writer, out verifyOutput) {
 		if c := s.Bucket; c != nil {
 			printLine(w, "     shipped: segments=%d whole_objects=%d shipped_records=%d findings=%d", c.Segments, c.Whole, c.Claims, len(c.Findings))
 			for _, f := range c.Findings {
-				printLine(w, "     shipped %s %s part=%d: %s", f.Kind, f.File, f.Part, f.Detail)
+				file := f.File
+				if file == "" {
+					file = "(the store)"
+				}
+				printLine(w, "     shipped %s %s part=%d: %s", f.Kind, file, f.Part, f.Detail)
 			}
 		}
 	}
