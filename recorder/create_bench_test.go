@@ -59,7 +59,7 @@ func BenchmarkOpenSessionKey(b *testing.B) {
 				opts.SessionKeys = pool
 			}
 			if mode == "session-key+ship" {
-				opts.Shipper = benchShipper(b)
+				opts.Shipper, _ = testShipper(b)
 			}
 			root := b.TempDir()
 			var opens []time.Duration
@@ -81,9 +81,9 @@ func BenchmarkOpenSessionKey(b *testing.B) {
 	}
 }
 
-// benchShipper ships to a versitygw of the benchmark's own (skipped
-// without one, as the S3 suite is).
-func benchShipper(b testing.TB) *ship.Shipper {
+// testShipper ships to a versitygw of the test's own (skipped without
+// one, as the S3 suite is).
+func testShipper(b testing.TB) (*ship.Shipper, *s3test.Gateway) {
 	g := s3test.Start(b, s3test.Options{})
 	g.SetEnv(b)
 	s, err := ship.New(context.Background(), ship.Config{Endpoint: g.Endpoint, Bucket: g.Bucket, Region: g.Region, PathStyle: true}, slog.New(slog.DiscardHandler))
@@ -95,5 +95,5 @@ func benchShipper(b testing.TB) *ship.Shipper {
 		defer cancel()
 		s.Close(ctx)
 	})
-	return s
+	return s, g
 }
