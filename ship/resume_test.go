@@ -46,6 +46,22 @@ type openUpload struct {
 	UploadID string `json:"UploadId"`
 }
 
+// shipSealed ships the sealed session folder dir of run-1/sess-1 with s
+// and waits until its stream ends, shipped or cut.
+func shipSealed(t *testing.T, s *Shipper, dir string) {
+	t.Helper()
+	st, err := s.Open("run-1", "sess-1", dir, func(map[string]string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.End(true)
+	select {
+	case <-st.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the stream did not end")
+	}
+}
+
 func openUploads(t *testing.T, g *s3test.Gateway) []openUpload {
 	var out struct{ Uploads []openUpload }
 	if b := g.AWS(t, "s3api", "list-multipart-uploads", "--bucket", g.Bucket); len(b) > 0 {
@@ -74,16 +90,7 @@ func TestAStartCompletesTheUploadACrashLeftOpen(t *testing.T) {
 		return nil
 	}
 	root, dir, ts := sealedSession(t)
-	st, err := crashed.Open("run-1", "sess-1", dir, func(map[string]string) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.End(true)
-	select {
-	case <-st.Done():
-	case <-time.After(60 * time.Second):
-		t.Fatal("the crashed stream did not end")
-	}
+	shipSealed(t, crashed, dir)
 	key := "lab/sessions/run-1/sess-1/pty/typescript"
 	open := openUploads(t, g)
 	if len(open) != 1 || open[0].Key != key {
@@ -191,16 +198,7 @@ func TestAWholeUploadTheStoreDropsIsBegunAgain(t *testing.T) {
 		return nil
 	}
 	_, dir, ts := sealedSession(t)
-	st, err := s.Open("run-1", "sess-1", dir, func(map[string]string) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.End(true)
-	select {
-	case <-st.Done():
-	case <-time.After(60 * time.Second):
-		t.Fatal("the stream did not end")
-	}
+	shipSealed(t, s, dir)
 	if !strings.Contains(log.String(), "the store dropped a whole file's upload; begun again") {
 		t.Fatalf("log:\n%s", log)
 	}

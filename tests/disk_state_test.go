@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -88,28 +87,8 @@ func TestDiskStatesEndToEnd(t *testing.T) {
 	// The session: cat echoes each line to its stdout, so every line is
 	// in the transcript once the client has read it back.
 	c := diskDial(t, ns, addr, signer)
-	sess, err := c.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range map[string]string{"APTL_RUN_ID": "disk", "APTL_SESSION_ID": "states"} {
-		if err := sess.Setenv(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stdin, _ := sess.StdinPipe()
-	stdout, _ := sess.StdoutPipe()
-	if err := sess.Start("cat"); err != nil {
-		t.Fatal(err)
-	}
-	var echoed bytes.Buffer
-	say := func(line string) {
-		t.Helper()
-		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		readUntil(t, stdout, &echoed, line+"\n", 10*time.Second)
-	}
+	cat := startCat(t, c, map[string]string{"APTL_RUN_ID": "disk", "APTL_SESSION_ID": "states"})
+	say := cat.say
 	dir := filepath.Join(root, "disk", "states")
 	waitFor(t, 10*time.Second, "the session's open record", func() bool {
 		_, err := os.Stat(filepath.Join(dir, vocab.PTYDir, vocab.LogFile))
@@ -160,8 +139,7 @@ func TestDiskStatesEndToEnd(t *testing.T) {
 	say("line while ok again")
 	diskSendUDP(t, ns, 5)
 	health(vocab.DiskOK)
-	stdin.Close()
-	if err := sess.Wait(); err != nil {
+	if err := cat.end(); err != nil {
 		t.Fatalf("session: %v", err)
 	}
 	waitFor(t, 10*time.Second, "the close record", func() bool {

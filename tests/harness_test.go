@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -304,4 +305,48 @@ func readUntil(tb testing.TB, r interface{ Read([]byte) (int, error) }, acc *byt
 	case <-time.After(timeout):
 		tb.Fatalf("timed out waiting for %q", want)
 	}
+}
+
+// catSession is an exec session of cat on c with env set: say writes a
+// line and waits until cat echoed it back, so the line is in the
+// transcript; end closes its input and waits for its exit.
+type catSession struct {
+	t      *testing.T
+	sess   *gossh.Session
+	stdin  io.WriteCloser
+	stdout io.Reader
+	echoed bytes.Buffer
+}
+
+func startCat(t *testing.T, c *gossh.Client, env map[string]string) *catSession {
+	t.Helper()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range env {
+		if err := sess.Setenv(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := &catSession{t: t, sess: sess}
+	cs.stdin, _ = sess.StdinPipe()
+	cs.stdout, _ = sess.StdoutPipe()
+	if err := sess.Start("cat"); err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func (cs *catSession) say(line string) {
+	cs.t.Helper()
+	if _, err := io.WriteString(cs.stdin, line+"\n"); err != nil {
+		cs.t.Fatal(err)
+	}
+	readUntil(cs.t, cs.stdout, &cs.echoed, line+"\n", 10*time.Second)
+}
+
+func (cs *catSession) end() error {
+	cs.stdin.Close()
+	return cs.sess.Wait()
 }

@@ -1,20 +1,17 @@
 package tests
 
 import (
-	"bytes"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/aptl/aptl-kali-capture/internal/s3test"
-	"github.com/aptl/aptl-kali-capture/internal/testutil"
 )
 
 // TestServeShipsASessionAndReadinessSaysBehindDuringAnOutage: serve with
@@ -23,62 +20,21 @@ import (
 // it back ship=ok and no bytes behind; after serve stops, verify
 // --shipped of the session folder finds nothing.
 func TestServeShipsASessionAndReadinessSaysBehindDuringAnOutage(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: serve's local adapter logs in as root")
-	}
 	g := s3test.Start(t, s3test.Options{})
+	g.SetEnv(t) // serve's SDK reads the standard AWS environment
 	bin := buildCommand(t)
 	work := t.TempDir()
-	state, ready, root := filepath.Join(work, "state"), filepath.Join(work, "ready"), filepath.Join(work, "captures")
+	ready := filepath.Join(work, "ready")
 	shipArgs := []string{"--ship-bucket", g.Bucket, "--ship-endpoint", g.Endpoint, "--ship-region", g.Region, "--ship-path-style", "--ship-prefix", shipPrefix}
-	srv := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--root", root, "--state-dir", state,
-		"--ready-file", ready, "--users", "root", "--classes", "pty"}, shipArgs...)...)
-	srv.Env = append(os.Environ(), g.Env()...)
-	logs := &testutil.LockedBuffer{}
-	srv.Stdout, srv.Stderr = logs, logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			testutil.Stop(srv, testutil.StopGrace)
-		}
-		if t.Failed() {
-			t.Logf("sidecar output:\n%s", logs.String())
-		}
-	})
-	waitFor(t, 20*time.Second, "the readiness file", func() bool { return diskReadiness(ready)["ship"] == "ok" })
-	signer, err := gossh.ParsePrivateKey(mustRead(t, filepath.Join(state, "client_ed25519")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := gossh.Dial("tcp", diskReadiness(ready)["listen_addr"], &gossh.ClientConfig{User: "root", Auth: []gossh.AuthMethod{gossh.PublicKeys(signer)},
-		HostKeyCallback: gossh.FixedHostKey(readHostKey(t, state)), Timeout: 10 * time.Second})
+	ls := startLiveServerIn(t, bin, work, append([]string{"--classes", "pty"}, shipArgs...)...)
+	waitFor(t, 20*time.Second, "readiness ship=ok", func() bool { return diskReadiness(ready)["ship"] == "ok" })
+	c, err := gossh.Dial("tcp", ls.addr, ls.config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	sess, err := c.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess.Setenv("APTL_RUN_ID", "run-ship")
-	sess.Setenv("APTL_SESSION_ID", "served")
-	stdin, _ := sess.StdinPipe()
-	stdout, _ := sess.StdoutPipe()
-	if err := sess.Start("cat"); err != nil {
-		t.Fatal(err)
-	}
-	var echoed bytes.Buffer
-	say := func(line string) {
-		t.Helper()
-		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		readUntil(t, stdout, &echoed, line+"\n", 10*time.Second)
-	}
-	say("before the outage")
+	cat := startCat(t, c, map[string]string{"APTL_RUN_ID": "run-ship", "APTL_SESSION_ID": "served"})
+	cat.say("before the outage")
 	waitFor(t, 10*time.Second, "the session's first segments", func() bool {
 		return len(objects(t, g, shipPrefix+"segments/run-ship/served/")) >= 2
 	})
@@ -88,7 +44,7 @@ func TestServeShipsASessionAndReadinessSaysBehindDuringAnOutage(t *testing.T) {
 	// outage: past 5 s of it, the file says so.
 	var behind map[string]string
 	for i := 0; behind == nil && i < 40; i++ {
-		say("during the outage " + strconv.Itoa(i))
+		cat.say("during the outage " + strconv.Itoa(i))
 		r := diskReadiness(ready)
 		if r["ship"] == "failing" {
 			t.Fatalf("an outage is not a refusal: %v", r)
@@ -110,21 +66,19 @@ func TestServeShipsASessionAndReadinessSaysBehindDuringAnOutage(t *testing.T) {
 		r := diskReadiness(ready)
 		return r["ship"] == "ok" && r["ship_lag_bytes"] == "0"
 	})
-	say("after the outage")
-	stdin.Close()
-	sess.Wait()
+	cat.say("after the outage")
+	cat.end()
 	c.Close()
-	if err := testutil.Stop(srv, testutil.StopGrace); err != nil {
+	if err := ls.srv.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	stopped = true
+	ls.wait()
 
-	verify := exec.Command(bin, append([]string{"verify", "--key", filepath.Join(state, "ssh_host_ed25519_key.pub"), "--shipped"},
-		append(shipArgs, filepath.Join(root, "run-ship", "served"))...)...)
-	verify.Env = append(os.Environ(), g.Env()...)
+	verify := exec.Command(bin, append([]string{"verify", "--key", filepath.Join(work, "aptl-dev", "state", "ssh_host_ed25519_key.pub"), "--shipped"},
+		append(shipArgs, ls.sessionDir("run-ship", "served"))...)...)
 	vout, err := verify.CombinedOutput()
 	if err != nil || !strings.Contains(string(vout), "findings=0") {
-		t.Fatalf("verify --shipped: %v\n%s", err, vout)
+		t.Fatalf("verify --shipped: %v\n%s\nsidecar output:\n%s", err, vout, ls.logs.String())
 	}
 	t.Logf("%s", vout)
 }
