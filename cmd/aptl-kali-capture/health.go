@@ -56,9 +56,13 @@ func healthLine(path string) string {
 	if v := readinessValue(path, vocab.ReadyKeyDisk); v != "unknown" {
 		line += " " + vocab.ReadyKeyDisk + "=" + v
 	}
-	// Shipping likewise: an outage of the store is no reason to restart
-	// the sidecar, whose local copy stays authoritative.
-	for _, k := range []string{"ship", "ship_lag_seconds", "audit_uring", "audit_sessions", "audit_events", "audit_lost", "audit_overruns"} {
+	// Shipping likewise, where a bucket is set: an outage of the store is
+	// no reason to restart the sidecar, whose local copy stays
+	// authoritative.
+	if v := readinessValue(path, "ship"); v != "unknown" && v != "off" {
+		line += " ship=" + v + " ship_lag_seconds=" + readinessValue(path, "ship_lag_seconds")
+	}
+	for _, k := range []string{"audit_uring", "audit_sessions", "audit_events", "audit_lost", "audit_overruns"} {
 		if v := readinessValue(path, k); v != "unknown" {
 			line += " " + k + "=" + v
 		}
