@@ -96,3 +96,18 @@ func TestRefusedTellsARefusalFromAnOutage(t *testing.T) {
 		t.Error("an unconfirmed checksum is a refusal")
 	}
 }
+
+func TestBoundETagKeepsAStoresTagOutOfTheChainWhenItIsNoTag(t *testing.T) {
+	for in, want := range map[string]string{
+		`"b00f5ebd2719660908505ec74f769ad0"`:   `"b00f5ebd2719660908505ec74f769ad0"`,
+		`"b00f5ebd2719660908505ec74f769ad0-3"`: `"b00f5ebd2719660908505ec74f769ad0-3"`,
+		strings.Repeat("a", maxETag):           strings.Repeat("a", maxETag),
+		strings.Repeat("a", maxETag+1):         "",
+		"tag\x1b[2J":                           "",
+		"tag\u00e9":                            "",
+	} {
+		if got := boundETag(in); got != want {
+			t.Errorf("boundETag(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

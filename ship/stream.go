@@ -253,7 +253,7 @@ func (st *Stream) shipSegments(ctx context.Context, rel string, upTo int64, reco
 				vocab.AttrShipOffset: strconv.FormatInt(fs.off, 10),
 				vocab.AttrShipLength: strconv.FormatInt(n, 10),
 				vocab.AttrSHA256:     hex.EncodeToString(sum[:]),
-				vocab.AttrShipETag:   etag,
+				vocab.AttrShipETag:   boundETag(etag),
 			}
 			// A session that closed meanwhile takes no more records:
 			// the segment is shipped all the same, and verify --shipped
@@ -267,6 +267,26 @@ func (st *Stream) shipSegments(ctx context.Context, rel string, upTo int64, reco
 		st.mu.Unlock()
 	}
 	return nil
+}
+
+// maxETag bounds the store's entity tag as the chain records it: S3's
+// are a quoted MD5 or an MD5 and a part count, under 70 bytes; a store's
+// answer must not grow the session's log at will.
+const maxETag = 128
+
+// boundETag is the store's entity tag fit for the chain: printable ASCII,
+// at most maxETag bytes; anything else is recorded as "" (the segment's
+// SHA-256 is the record's claim, the tag only the store's name for it).
+func boundETag(etag string) string {
+	if len(etag) > maxETag {
+		return ""
+	}
+	for i := 0; i < len(etag); i++ {
+		if etag[i] < 0x20 || etag[i] > 0x7e {
+			return ""
+		}
+	}
+	return etag
 }
 
 // finish ends a stream: removed from the open streams; shipped or not
