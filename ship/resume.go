@@ -126,7 +126,18 @@ func (s *Shipper) shipBacklog(ctx context.Context, run, session, dir string) (bo
 		return false, err
 	}
 	st := &Stream{sh: s, run: run, session: session, dir: dir, want: map[string]int64{}, acked: map[string]int64{},
-		files: shipped, haveWhole: have, done: make(chan struct{})}
+		files: shipped, haveWhole: have, done: make(chan struct{}), working: s.st.now()}
+	// Among the open streams while it ships, so that readiness counts
+	// its lag (behind past BehindAfter) and no second start of it runs.
+	key := run + "/" + session
+	s.mu.Lock()
+	if _, busy := s.streams[key]; busy {
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.streams[key] = st
+	s.mu.Unlock()
+	defer s.finish(st, true)
 	s.log.Info("ship: resuming a session's shipping", "run", run, "session", session, "files_whole", len(have), "files", len(files))
 	return true, st.ship(ctx, nil, sealed)
 }

@@ -141,7 +141,9 @@ func (st *Stream) lag() (time.Time, int64) {
 	}
 	var bytes int64
 	for rel, n := range st.want {
-		bytes += n - st.acked[rel]
+		// Past its end a file is shipped to its size, beyond the last
+		// point: no negative lag.
+		bytes += max(0, n-st.acked[rel])
 	}
 	return since, bytes
 }

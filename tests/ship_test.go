@@ -339,11 +339,29 @@ func TestAStartShipsWhatAnEarlierRunLeft(t *testing.T) {
 		t.Fatal("a shipper with the store down drained")
 	}
 	cancel()
-	g.Start()
+	// The next start, the store still down a while: readiness says
+	// behind until the earlier run's session is shipped.
 	second, _, log := shipTo(t, g, 0)
-	rep, err := second.Resume(context.Background(), root, []ship.Folder{{Run: "run-ship", Session: "s4"}})
-	if err != nil {
-		t.Fatal(err)
+	resumed := make(chan ship.ResumeReport, 1)
+	go func() {
+		rep, err := second.Resume(context.Background(), root, []ship.Folder{{Run: "run-ship", Session: "s4"}})
+		if err != nil {
+			t.Error(err)
+		}
+		resumed <- rep
+	}()
+	if !testutil.WaitUntil(func() bool { return second.Status().State == ship.StateBehind }) {
+		t.Fatalf("a start whose store is down says %+v", second.Status())
+	}
+	g.Start()
+	var rep ship.ResumeReport
+	select {
+	case rep = <-resumed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the resume did not end after the store came back")
+	}
+	if st := second.Status(); st.State != ship.StateOK || st.Lag != 0 {
+		t.Fatalf("after the resume: %+v", st)
 	}
 	if rep.Shipped != 1 {
 		t.Fatalf("resume: %+v\n%s", rep, log.String())
