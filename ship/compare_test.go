@@ -1,12 +1,15 @@
 package ship
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,17 +52,24 @@ func sha256Hex(s string) string {
 }
 
 // findings is Compare's kinds by file and part.
-func findings(t *testing.T, s *Shipper, dir, session string, claims []evidence.ShippedPart, recorded int) map[string]bool {
+func findings(t *testing.T, s *Shipper, dir, session string, claims []evidence.ShippedPart, recorded int) (map[string]bool, string) {
 	t.Helper()
 	c, err := Compare(context.Background(), s.st.cfg, dir, "run-1", session, claims, recorded)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !slices.IsSortedFunc(c.Findings, func(a, b Finding) int {
+		return cmp.Or(strings.Compare(a.File, b.File), a.Part-b.Part)
+	}) {
+		t.Errorf("findings not by file, then part: %+v", c.Findings)
+	}
 	got := map[string]bool{}
+	var details []string
 	for _, f := range c.Findings {
 		got[f.Kind+" "+f.File+" "+strconv.Itoa(f.Part)] = true
+		details = append(details, f.Detail)
 	}
-	return got
+	return got, strings.Join(details, "; ")
 }
 
 // TestCompareFindsEachDifference: verify --shipped's findings, each from
@@ -81,6 +91,7 @@ func TestCompareFindsEachDifference(t *testing.T) {
 		claims   []evidence.ShippedPart
 		recorded int
 		want     []string // kind file part; empty: no finding
+		detail   string   // what one finding's detail says, where it matters
 	}{
 		{name: "intact", claims: []evidence.ShippedPart{good}, recorded: 1},
 		{name: "claim-digest", claims: []evidence.ShippedPart{{Seq: 3, File: "pty/typescript", Part: 1, Length: 6, SHA256: sha256Hex("other\n")}}, recorded: 1,
@@ -92,11 +103,11 @@ func TestCompareFindsEachDifference(t *testing.T) {
 		{name: "malformed", claims: []evidence.ShippedPart{good}, recorded: 3,
 			want: []string{"malformed-record pty/integrity.jsonl 0"}},
 		{name: "hole", change: func(session, _ string) { put(seg(session, "pty/typescript", 3), "late\n") },
-			want: []string{"missing-part pty/typescript 2"}},
+			want: []string{"missing-part pty/typescript 2"}, detail: "parts 2 to 2 are not in the bucket"},
 		{name: "overwritten-segment", change: func(session, _ string) { put(seg(session, "pty/typescript", 1), "HELLO\n") },
 			want: []string{"wrong-digest pty/typescript 1"}},
 		{name: "past-the-end", change: func(session, _ string) { put(seg(session, "pty/timing", 2), "0.2 1\n") },
-			want: []string{"extra-bytes pty/timing 2"}},
+			want: []string{"extra-bytes pty/timing 2"}, detail: "the part reaches byte 12; the local file has 6"},
 		{name: "foreign-file", change: func(session, _ string) { put(seg(session, "pty/notes", 1), "planted\n") },
 			want: []string{"extra-bytes pty/notes 0"}},
 		{name: "local-grew", change: func(_, dir string) {
@@ -116,7 +127,10 @@ func TestCompareFindsEachDifference(t *testing.T) {
 			if tc.change != nil {
 				tc.change(session, dir)
 			}
-			got := findings(t, s, dir, session, tc.claims, tc.recorded)
+			got, details := findings(t, s, dir, session, tc.claims, tc.recorded)
+			if tc.detail != "" && !strings.Contains(details, tc.detail) {
+				t.Errorf("details %q, want one saying %q", details, tc.detail)
+			}
 			if len(got) != len(tc.want) {
 				t.Fatalf("findings %v, want %v", got, tc.want)
 			}
@@ -126,5 +140,39 @@ func TestCompareFindsEachDifference(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCompareCountsWhatItComparedAndHoldsAnUnsealedFolderToSegmentsOnly:
+// an intact session's four files are compared as segments and whole; a
+// session that ended unsealed (no manifest, no whole objects) is no
+// missing-object.
+func TestCompareCountsWhatItComparedAndHoldsAnUnsealedFolderToSegmentsOnly(t *testing.T) {
+	g := s3test.Start(t, s3test.Options{})
+	s, _ := testShipper(t, g, Config{})
+	dir := shippedFolder(t, s, "counted")
+	c, err := Compare(context.Background(), s.st.cfg, dir, "run-1", "counted", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Segments != 4 || c.Whole != 4 || len(c.Findings) != 0 {
+		t.Fatalf("intact: %+v, want 4 segments and 4 whole objects compared", c)
+	}
+
+	cut := filepath.Join(t.TempDir(), "run-1", "cut")
+	os.MkdirAll(filepath.Join(cut, vocab.PTYDir), 0o700)
+	os.WriteFile(filepath.Join(cut, "pty/typescript"), []byte("cut short\n"), 0o600)
+	st, err := s.Open("run-1", "cut", cut, func(map[string]string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.End(false)
+	<-st.Done()
+	c, err = Compare(context.Background(), s.st.cfg, cut, "run-1", "cut", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Segments != 1 || c.Whole != 0 || len(c.Findings) != 0 {
+		t.Fatalf("unsealed: %+v, want its one segment compared and no finding", c)
 	}
 }

@@ -209,3 +209,32 @@ func TestAWholeUploadTheStoreDropsIsBegunAgain(t *testing.T) {
 		t.Fatal("the object is not the local typescript")
 	}
 }
+
+// TestAStartShipsAgainAWholeObjectOfAnotherSize: a whole object that is
+// not the local file's size (a stale or replaced one) is no shipped file:
+// the start ships it again.
+func TestAStartShipsAgainAWholeObjectOfAnotherSize(t *testing.T) {
+	g := s3test.Start(t, s3test.Options{})
+	s, _ := testShipper(t, g, Config{})
+	dir := shippedFolder(t, s, "resized")
+	key := wholeKey("lab/", "run-1", "resized", "pty/timing")
+	body := filepath.Join(t.TempDir(), "short")
+	os.WriteFile(body, []byte("0.1"), 0o600)
+	g.AWS(t, "s3api", "put-object", "--bucket", g.Bucket, "--key", key, "--body", body)
+	rep, err := s.Resume(context.Background(), filepath.Dir(filepath.Dir(dir)), []Folder{{"run-1", "resized"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Shipped != 1 {
+		t.Fatalf("resume: %+v", rep)
+	}
+	got := filepath.Join(t.TempDir(), "timing")
+	g.AWS(t, "s3api", "get-object", "--bucket", g.Bucket, "--key", key, got)
+	if b, _ := os.ReadFile(got); string(b) != "0.1 6\n" {
+		t.Fatalf("whole timing after the resume: %q", b)
+	}
+	// Whole again: the next start ships nothing.
+	if rep, err := s.Resume(context.Background(), filepath.Dir(filepath.Dir(dir)), []Folder{{"run-1", "resized"}}); err != nil || rep.Shipped != 0 || rep.Checked != 1 {
+		t.Fatalf("second resume: %+v, %v", rep, err)
+	}
+}
