@@ -3,6 +3,7 @@ package ship
 import (
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,9 +11,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
@@ -65,7 +68,7 @@ func (s *store) put(ctx context.Context, key string, sec *section) (string, erro
 		in.ObjectLockMode = types.ObjectLockModeCompliance
 		in.ObjectLockRetainUntilDate = until
 	}
-	out, err := s.client.PutObject(ctx, in)
+	out, err := s.client.PutObject(ctx, in, signedWith(sec.sum[:]))
 	if err != nil {
 		return "", err
 	}
@@ -73,6 +76,24 @@ func (s *store) put(ctx context.Context, key string, sec *section) (string, erro
 		return "", &unconfirmed{key: key, want: sum, got: got}
 	}
 	return aws.ToString(out.ETag), nil
+}
+
+// signedWith has a request sign the body's SHA-256 the shipper already
+// computed (openSection) as its payload hash: without it the SDK reads
+// and hashes every body a second time to sign it (x-amz-content-sha256)
+// wherever it signs the payload, plain-HTTP gateways among them. The hash
+// is set inside the operation's stack, which starts with its values
+// cleared.
+func signedWith(sum []byte) func(*s3.Options) {
+	payload := hex.EncodeToString(sum)
+	return func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("aptlPayloadHash",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					return next.HandleInitialize(v4.SetPayloadHash(ctx, payload), in)
+				}), middleware.Before)
+		})
+	}
 }
 
 // unconfirmed is a store's answer that took an object without confirming

@@ -110,7 +110,7 @@ func (s *Shipper) uploadParts(ctx context.Context, dir string, f localFile, key,
 				Bucket: aws.String(s.st.cfg.Bucket), Key: aws.String(key), UploadId: aws.String(id),
 				PartNumber: aws.Int32(num), Body: sec.reader(), ContentLength: aws.Int64(n),
 				ChecksumSHA256: aws.String(sum),
-			})
+			}, signedWith(sec.sum[:]))
 			if err != nil {
 				return err
 			}
