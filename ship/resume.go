@@ -214,12 +214,7 @@ func (s *Shipper) foldSegments(ctx context.Context, prefix string) (map[string]*
 			fs = &fileShip{next: 1}
 			out[rel] = fs
 		}
-		if part != fs.next {
-			holed[rel] = true
-			return nil
-		}
-		fs.off += size
-		fs.next++
+		holed[rel] = !fs.extend(part, size)
 		return nil
 	})
 	return out, err

@@ -126,15 +126,10 @@ func (s *Shipper) foldLabBases(ctx context.Context, prefix string) (map[string]*
 		if err != nil || len(leaf) != partDigits || b.holed {
 			return nil
 		}
-		if part != b.ship.next {
-			b.holed = true
-			return nil
-		}
-		if part == 1 {
+		if part == 1 && b.ship.next == 1 {
 			b.first = size
 		}
-		b.ship.off += size
-		b.ship.next++
+		b.holed = !b.ship.extend(part, size)
 		return nil
 	})
 	return out, err

@@ -60,6 +60,18 @@ type fileShip struct {
 	stopped bool
 }
 
+// extend takes part, of size bytes, as listed in the bucket in key
+// order: the next part carries the file on; any other is a hole, past
+// which the parts are shipped again (false).
+func (fs *fileShip) extend(part int, size int64) bool {
+	if part != fs.next {
+		return false
+	}
+	fs.off += size
+	fs.next++
+	return true
+}
+
 // Open starts the stream of the session folder dir (run and session are
 // its ids); ack records each segment acknowledged while the session is
 // open. A session already shipping (a second Open) is an error.

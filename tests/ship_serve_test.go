@@ -36,7 +36,7 @@ func TestServeShipsASessionAndReadinessSaysBehindDuringAnOutage(t *testing.T) {
 	cat := startCat(t, c, map[string]string{"APTL_RUN_ID": "run-ship", "APTL_SESSION_ID": "served"})
 	cat.say("before the outage")
 	waitFor(t, 10*time.Second, "the session's first segments", func() bool {
-		return len(objects(t, g, shipPrefix+"segments/run-ship/served/")) >= 2
+		return len(g.Objects(t, shipPrefix+"segments/run-ship/served/")) >= 2
 	})
 
 	g.Stop()

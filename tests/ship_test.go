@@ -61,27 +61,6 @@ func shippedSession(t *testing.T, root, id string, s *ship.Shipper) *recorder.Se
 	return rec
 }
 
-// objects lists the keys under prefix with the aws CLI.
-func objects(t *testing.T, g *s3test.Gateway, prefix string) map[string]int64 {
-	t.Helper()
-	var out struct {
-		Contents []struct {
-			Key  string
-			Size int64
-		}
-	}
-	if b := g.AWS(t, "s3api", "list-objects-v2", "--bucket", g.Bucket, "--prefix", prefix); len(b) > 0 {
-		if err := json.Unmarshal(b, &out); err != nil {
-			t.Fatalf("%v: %s", err, b)
-		}
-	}
-	m := map[string]int64{}
-	for _, o := range out.Contents {
-		m[o.Key] = o.Size
-	}
-	return m
-}
-
 // headChecksum is the store's SHA-256 of key, in hex, as the aws CLI
 // reports it.
 func headChecksum(t *testing.T, g *s3test.Gateway, key string) string {
@@ -129,12 +108,12 @@ func TestShippedSessionIsInTheBucketDuringTheSessionAndVerifiesFromIt(t *testing
 	// segment (the open record, its signature) and the typescript's.
 	logKey, tsKey := segmentKey("s1", "pty/integrity.jsonl", 1), segmentKey("s1", "pty/typescript", 1)
 	if !testutil.WaitUntil(func() bool {
-		o := objects(t, g, shipPrefix+"segments/run-ship/s1/")
+		o := g.Objects(t, shipPrefix+"segments/run-ship/s1/")
 		return o[logKey] > 0 && o[tsKey] > 0
 	}) {
-		t.Fatalf("no segments in the bucket while the session runs: %v", objects(t, g, shipPrefix))
+		t.Fatalf("no segments in the bucket while the session runs: %v", g.Objects(t, shipPrefix))
 	}
-	if whole := objects(t, g, shipPrefix+"sessions/"); len(whole) != 0 {
+	if whole := g.Objects(t, shipPrefix+"sessions/"); len(whole) != 0 {
 		t.Fatalf("whole objects before the session closed: %v", whole)
 	}
 	for i := range 3 {
@@ -244,7 +223,7 @@ func TestShippedComparisonFindsAMissingPartAndExtraBytes(t *testing.T) {
 	dir := filepath.Join(root, "run-ship", "s2")
 	rep := shippedFolderOK(t, "local folder", dir)
 	g.AWS(t, "s3api", "delete-object", "--bucket", g.Bucket, "--key", segmentKey("s2", "pty/typescript", 2))
-	parts := len(objects(t, g, shipPrefix+"segments/run-ship/s2/pty/timing/"))
+	parts := len(g.Objects(t, shipPrefix+"segments/run-ship/s2/pty/timing/"))
 	extra := testutil.WriteFixture(t, "extra", "appended after the fact")
 	g.AWS(t, "s3api", "put-object", "--bucket", g.Bucket, "--key", segmentKey("s2", "pty/timing", parts+1), "--body", extra, "--checksum-algorithm", "SHA256")
 	c, err := ship.Compare(context.Background(), cfg, dir, "run-ship", "s2", rep.Shipped, rep.ShippedSegments)
@@ -270,7 +249,7 @@ func TestShippingAcrossAnOutageLosesNoSegment(t *testing.T) {
 	root := t.TempDir()
 	rec := shippedSession(t, root, "s3", s)
 	rec.Output([]byte("before the outage\r\n"))
-	if !testutil.WaitUntil(func() bool { return len(objects(t, g, shipPrefix+"segments/run-ship/s3/")) >= 2 }) {
+	if !testutil.WaitUntil(func() bool { return len(g.Objects(t, shipPrefix+"segments/run-ship/s3/")) >= 2 }) {
 		t.Fatal("nothing shipped before the outage")
 	}
 	g.Stop()

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -223,6 +224,28 @@ func (g *Gateway) TryAWS(args ...string) ([]byte, error) {
 		return out, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
+}
+
+// Objects lists the objects under prefix with the aws CLI: each key and
+// its size.
+func (g *Gateway) Objects(t testing.TB, prefix string) map[string]int64 {
+	t.Helper()
+	var out struct {
+		Contents []struct {
+			Key  string
+			Size int64
+		}
+	}
+	if b := g.AWS(t, "s3api", "list-objects-v2", "--bucket", g.Bucket, "--prefix", prefix); len(b) > 0 {
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("aws s3api list-objects-v2: %v: %s", err, b)
+		}
+	}
+	m := map[string]int64{}
+	for _, o := range out.Contents {
+		m[o.Key] = o.Size
+	}
+	return m
 }
 
 func (g *Gateway) log() string {
